@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/**
+ * @file brmr.h
+ * @brief libbrmr: a block device on an rmr pool, and the member's store.
+ *
+ * Client side: brmr_open() opens a pool through librmr and offers block
+ * reads, writes, flushes, trims and write-zeroes; requests are split at chunk
+ * boundaries and at the pool's largest request size.
+ *
+ * Storage side: a backing store (file or block device) holds a superblock, a
+ * metadata area for librmr's blob, and the data. brmr_store_format() writes a
+ * new one; brmr_store_open() checks and opens one; brmr_store_serve() serves
+ * it through an rmr server.
+ *
+ * Threading: brmr_submit() may be called from any thread; callbacks run on
+ * librmr's event-loop thread (or, when every piece of a request completed
+ * before brmr_submit() returned, on the submitting thread) and must not
+ * block.
+ */
+#ifndef RMR_BRMR_H
+#define RMR_BRMR_H
+
+#include <rmr/rmr.h>
+#include <rmr/client.h>
+#include <rmr/server.h>
+#include <stdbool.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Client side                                                        */
+/* ------------------------------------------------------------------ */
+
+/** An open block device. */
+struct brmr_dev;
+
+/** Block operations; these are the rmr opcodes libbrmr sends. */
+enum brmr_op {
+	BRMR_OP_READ = 1,         /**< read @c len bytes */
+	BRMR_OP_WRITE = 2,        /**< write @c len bytes */
+	BRMR_OP_FLUSH = 3,        /**< make completed writes durable (offset/len 0) */
+	BRMR_OP_TRIM = 4,         /**< discard a range (reads back as zeroes) */
+	BRMR_OP_WRITE_ZEROES = 5, /**< write zeroes to a range */
+};
+
+/** Flags of a block request. */
+enum brmr_flags {
+	BRMR_F_FUA = 1 << 0, /**< the write is durable when it completes */
+};
+
+/** Completion: @p status is 0 or a negative errno. */
+typedef void (*brmr_cb)(void *priv, int status);
+
+/** Most iovec entries in one block request. */
+#define BRMR_MAX_IOV RMR_MAX_IOV
+
+/**
+ * Open the block device of a pool. @p opts are passed to rmr_client_open().
+ * @return 0 and the handle in @p out, or a negative errno from
+ *         rmr_client_open(); -ENOMEM.
+ */
+int brmr_open(const struct rmr_client_opts *opts, struct brmr_dev **out);
+
+/** Close: waits for requests in flight. Not from a callback. */
+void brmr_close(struct brmr_dev *d);
+
+/** The pool below, for status and info. */
+struct rmr_client *brmr_client(struct brmr_dev *d);
+
+/** Device size in bytes. */
+uint64_t brmr_size(struct brmr_dev *d);
+
+/** Chunk size of the pool in bytes. */
+uint32_t brmr_chunk_size(struct brmr_dev *d);
+
+/**
+ * Submit a block request. For READ and WRITE the iovecs must add up to
+ * @p len; for the other ops @p iov is NULL and @p iovcnt 0. The request may be
+ * split internally; @p cb runs once when every piece completed, with the
+ * first error seen. Blocks while librmr has no free slot.
+ *
+ * @return 0 (the callback will run exactly once); -EINVAL for a bad op,
+ *         flag, range (beyond the device) or iovec; -ESHUTDOWN while
+ *         closing. On error the callback never runs.
+ */
+int brmr_submit(struct brmr_dev *d, enum brmr_op op, unsigned flags, uint64_t offset,
+		uint64_t len, const struct iovec *iov, unsigned iovcnt, brmr_cb cb,
+		void *priv);
+
+/* ------------------------------------------------------------------ */
+/* Storage side                                                       */
+/* ------------------------------------------------------------------ */
+
+/** A member's backing store. */
+struct brmr_store;
+
+/** Smallest and largest chunk sizes. */
+#define BRMR_CHUNK_MIN (128u * 1024)
+#define BRMR_CHUNK_MAX (1024u * 1024)
+
+/** What brmr_store_format() writes. */
+struct brmr_format_params {
+	size_t size;                  /**< sizeof(struct brmr_format_params) */
+	const char *pool_name;        /**< 1..RMR_NAME_MAX bytes, [A-Za-z0-9._-] */
+	rmr_uuid pool_uuid;           /**< not all zero */
+	uint64_t pool_size;           /**< bytes, a multiple of 4096, > 0 */
+	uint32_t chunk_size;          /**< power of two, BRMR_CHUNK_MIN..BRMR_CHUNK_MAX */
+	uint16_t member_id;           /**< 1..RMR_MAX_MEMBER_ID */
+	bool force;                   /**< overwrite an existing brmr superblock */
+};
+
+/**
+ * Format the store at @p path (a file, created sparse if missing, or a block
+ * device). Refuses to overwrite a store that already has a valid brmr
+ * superblock unless @c force is set.
+ *
+ * @return 0; -EINVAL for bad parameters; -EEXIST if a superblock is there
+ *         and @c force is not set; -ENOSPC if a block device is too small;
+ *         -errno from the system.
+ */
+int brmr_store_format(const char *path, const struct brmr_format_params *p);
+
+/** Identity and geometry read from a store's superblock. */
+struct brmr_store_info {
+	size_t size;                  /**< sizeof(struct brmr_store_info) */
+	char pool_name[RMR_NAME_MAX + 1];
+	rmr_uuid pool_uuid;
+	uint64_t pool_size;
+	uint32_t chunk_size;
+	uint16_t member_id;
+	uint32_t format_version;
+	uint64_t data_offset;         /**< byte offset of the data area */
+	uint64_t meta_offset;         /**< byte offset of the metadata area */
+	uint64_t meta_size;           /**< bytes in the metadata area */
+	uint64_t sequence;            /**< superblock sequence number */
+};
+
+/**
+ * Open a formatted store and check its superblock. Nothing is written.
+ * @p why receives a one-line reason on failure (may be NULL).
+ *
+ * @return 0 and the handle in @p out; -ENOENT; -EBADMSG for a corrupt,
+ *         truncated or foreign superblock (never overwritten);
+ *         -EPROTONOSUPPORT for an unknown format version; -errno.
+ */
+int brmr_store_open(const char *path, struct brmr_store **out, char *why, size_t whylen);
+
+/** Close a store that is not being served. */
+void brmr_store_close(struct brmr_store *s);
+
+/** Copy the store's identity. @return 0, or -EINVAL if @c info->size is too small. */
+int brmr_store_info(struct brmr_store *s, struct brmr_store_info *info);
+
+/**
+ * Serve @p s as a member of its pool on @p srv.
+ * @return 0 and the pool in @p out, or an error of rmr_server_add_pool().
+ */
+int brmr_store_serve(struct brmr_store *s, struct rmr_server *srv,
+		     struct rmr_server_pool **out);
+
+/**
+ * Switch fault injection on the store's I/O: while @p fail_io is true every
+ * data request fails with -EIO (for tests and drills).
+ */
+void brmr_store_inject_fault(struct brmr_store *s, bool fail_io);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RMR_BRMR_H */

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/**
+ * @file client.h
+ * @brief librmr client: open a pool of members and submit requests to it.
+ *
+ * A client keeps one session per member. Write-like requests go in parallel
+ * to every NORMAL member and complete when all of them answered; read-like
+ * requests go round-robin to one NORMAL member and are retried on another one
+ * if that member fails. Overlapping write-like requests in flight are ordered
+ * by the client, so members apply them in the same order.
+ *
+ * Threading: rmr_client_submit(), rmr_client_status() and rmr_client_info()
+ * may be called from any thread. Completion and event callbacks run on the
+ * client's own event-loop thread; they must not block and must not call
+ * rmr_client_close().
+ */
+#ifndef RMR_CLIENT_H
+#define RMR_CLIENT_H
+
+#include <rmr/rmr.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** An open pool, client side. */
+struct rmr_client;
+
+/** Events of a client pool, all optional. Run on the event-loop thread. */
+struct rmr_client_ops {
+	size_t size; /**< sizeof(struct rmr_client_ops) */
+	/** Member @p member_id (0 if not yet known) moved from @p from to @p to. */
+	void (*member_state)(void *priv, unsigned index, uint16_t member_id,
+			     enum rmr_member_state from, enum rmr_member_state to,
+			     const char *reason);
+};
+
+/** Options of rmr_client_open(). Zero means "default" for every number. */
+struct rmr_client_opts {
+	size_t size;                    /**< sizeof(struct rmr_client_opts) */
+	const char *pool_name;          /**< required; members must agree */
+	const rmr_uuid *pool_uuid;      /**< optional; NULL = learnt from members */
+	const char *transport;          /**< "fabric" (default) or "mem" */
+	const char *provider;           /**< fabric provider: "tcp" (default), "shm", "verbs" */
+	unsigned nmembers;              /**< 1..RMR_MAX_MEMBERS */
+	const char *const *members;     /**< member addresses */
+	unsigned queue_depth;           /**< request slots (default 128, max 1024) */
+	unsigned max_io_size;           /**< largest request (default 128 KiB, max 4 MiB) */
+	unsigned heartbeat_ms;          /**< heartbeat interval (default 250) */
+	unsigned failure_timeout_ms;    /**< silence that fails a session (default 2000) */
+	unsigned request_timeout_ms;    /**< deadline of one request on one member (default 10000) */
+	unsigned open_timeout_ms;       /**< wait for a first NORMAL member (default 10000) */
+	unsigned reconnect_min_ms;      /**< first reconnect delay (default 200) */
+	unsigned reconnect_max_ms;      /**< reconnect backoff cap (default 5000) */
+	unsigned min_legs;              /**< members that must succeed a write (default 1) */
+	const struct rmr_client_ops *ops; /**< event callbacks, may be NULL */
+	void *priv;                     /**< passed to @c ops */
+};
+
+/**
+ * Open a pool: connect to every member, wait until at least one member is
+ * NORMAL (or @c open_timeout_ms passes), then return. Members that are away
+ * are reconnected in the background.
+ *
+ * @return 0 and the handle in @p out; -EINVAL for bad options; -ENOENT if
+ *         the transport is unknown; -ETIMEDOUT if no member became NORMAL in
+ *         time; -ENOMEM; another negative errno from the transport.
+ */
+int rmr_client_open(const struct rmr_client_opts *opts, struct rmr_client **out);
+
+/**
+ * Close a pool. Waits for requests in flight to complete (their callbacks
+ * run), then tears the sessions down. Must not be called from a callback.
+ */
+void rmr_client_close(struct rmr_client *c);
+
+/** Completion of a request: @p status is 0 or a negative errno. */
+typedef void (*rmr_io_cb)(void *priv, int status);
+
+/** Most iovec entries in one request. */
+#define RMR_MAX_IOV 32
+
+/** One request. Copied by rmr_client_submit(); the data is not. */
+struct rmr_io {
+	enum rmr_io_kind kind;    /**< RMR_IO_READ or RMR_IO_WRITE */
+	uint16_t op;              /**< consumer opcode, handed to the store */
+	uint32_t op_flags;        /**< consumer flags, handed to the store */
+	uint64_t addr;            /**< first byte of the range */
+	uint32_t len;             /**< bytes in the range (<= max_io_size, or any for writes without data) */
+	const struct iovec *iov;  /**< write payload or read destination; NULL for writes without data */
+	unsigned iovcnt;          /**< 0..RMR_MAX_IOV; data bytes must equal @c len */
+	rmr_io_cb cb;             /**< required */
+	void *priv;               /**< passed to @c cb */
+};
+
+/** Flags of rmr_client_submit(). */
+enum rmr_submit_flags {
+	RMR_SUBMIT_WAIT = 1 << 0, /**< block while every slot is busy instead of -EAGAIN */
+};
+
+/**
+ * Submit a request. The data buffers must stay valid until the callback.
+ *
+ * @return 0 (the callback will run exactly once); -EAGAIN if every slot is
+ *         busy and RMR_SUBMIT_WAIT is not set; -EINVAL for a malformed
+ *         request (range outside the pool, length above max_io_size, iovec
+ *         sum different from @c len, too many iovecs); -ESHUTDOWN if the
+ *         pool is closing. On error the callback never runs.
+ *
+ * Completion status: 0; -EIO if no member could serve it (or fewer than
+ * min_legs members applied a write); the member's negative errno for an
+ * error the store itself reported on every member.
+ */
+int rmr_client_submit(struct rmr_client *c, const struct rmr_io *io, unsigned flags);
+
+/** What the members told about the pool. */
+struct rmr_pool_info {
+	size_t size;                 /**< sizeof(struct rmr_pool_info) */
+	char name[RMR_NAME_MAX + 1];
+	rmr_uuid uuid;
+	uint64_t pool_size;          /**< bytes */
+	uint32_t chunk_size;         /**< bytes, a power of two */
+	uint32_t max_io_size;        /**< largest request the pool accepts */
+	uint32_t queue_depth;        /**< request slots */
+};
+
+/**
+ * Describe the pool. @return 0, or -EINVAL if @c info->size is too small.
+ */
+int rmr_client_info(struct rmr_client *c, struct rmr_pool_info *info);
+
+/**
+ * Take a consistent snapshot of the pool's state and counters.
+ * @return 0, or -EINVAL if @c st->size is too small.
+ */
+int rmr_client_status(struct rmr_client *c, struct rmr_pool_status *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RMR_CLIENT_H */

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/**
+ * @file rmr.h
+ * @brief librmr: types shared by the client, server and transport APIs.
+ *
+ * librmr is a reliable-multicast replication library. A *pool* is the unit of
+ * replication: an address space of @c pool_size bytes, split into chunks of
+ * @c chunk_size bytes, held by up to #RMR_MAX_MEMBERS *members* (storage
+ * nodes). A client writes every write-like request to every healthy member and
+ * reads each read-like request from one member. librmr knows nothing about
+ * blocks: the consumer gives meaning to the opcodes it sends.
+ *
+ * Conventions of every librmr call: functions return 0 (or a count) on
+ * success and a negative errno on failure; structures passed in carry their
+ * own @c size so that they can grow; if a call that takes a callback fails,
+ * the callback is never called, otherwise it is called exactly once.
+ */
+#ifndef RMR_RMR_H
+#define RMR_RMR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Most members a pool can have. */
+#define RMR_MAX_MEMBERS 16
+/** Highest member id; ids run from 1 to this value (0 means "no member"). */
+#define RMR_MAX_MEMBER_ID 63
+/** Longest pool name, without the terminating NUL. */
+#define RMR_NAME_MAX 63
+/** Longest member address, without the terminating NUL. */
+#define RMR_ADDR_MAX 107
+/** Bytes in a pool UUID. */
+#define RMR_UUID_LEN 16
+
+/** A pool UUID (RFC 4122 layout, random version 4). */
+typedef struct rmr_uuid {
+	uint8_t b[RMR_UUID_LEN];
+} rmr_uuid;
+
+/**
+ * State of one member's session as seen by a client (or by a peer member).
+ * Only NORMAL sessions carry I/O.
+ */
+#define RMR_MEMBER_STATES(X)                                                  \
+	X(NEW, "new")                   /**< never connected yet */           \
+	X(NORMAL, "normal")             /**< healthy: serves reads, gets writes */ \
+	X(FAILED, "failed")             /**< session lost; reconnect pending */ \
+	X(RECONNECTING, "reconnecting") /**< connected, not yet admitted to I/O */ \
+	X(MAINTENANCE, "maintenance")   /**< taken out by the operator */
+
+/** Member session states; see #RMR_MEMBER_STATES. */
+enum rmr_member_state {
+#define RMR_X_ENUM(name, str) RMR_MEMBER_##name,
+	RMR_MEMBER_STATES(RMR_X_ENUM)
+#undef RMR_X_ENUM
+	RMR_MEMBER_STATE_COUNT
+};
+
+/**
+ * Name of a member state ("normal", "failed", ...).
+ * @return a static string; "invalid" for an out-of-range value.
+ */
+const char *rmr_member_state_name(enum rmr_member_state s);
+
+/** Kind of a request: decides how it is routed. */
+enum rmr_io_kind {
+	RMR_IO_READ = 1,  /**< read-like: served by one NORMAL member */
+	RMR_IO_WRITE = 2, /**< write-like: applied by every NORMAL member */
+};
+
+/** Log levels, as in syslog. */
+enum rmr_log_level {
+	RMR_LOG_ERR = 3,
+	RMR_LOG_WARN = 4,
+	RMR_LOG_NOTICE = 5,
+	RMR_LOG_INFO = 6,
+	RMR_LOG_DEBUG = 7,
+};
+
+/**
+ * Log sink. @p msg is one line without a trailing newline; it names the
+ * object it is about ("pool=vol1 member=2: normal -> failed (heartbeat
+ * timeout)"). Called from librmr's threads; must be thread-safe.
+ */
+typedef void (*rmr_log_fn)(void *ctx, enum rmr_log_level level, const char *msg);
+
+/**
+ * Route librmr's log lines to @p fn (NULL restores the default: stderr).
+ * Lines above @p max_level are dropped. Process-wide.
+ */
+void rmr_log_set_sink(rmr_log_fn fn, void *ctx, enum rmr_log_level max_level);
+
+/**
+ * Parse a UUID in its 36-character text form.
+ * @return 0, or -EINVAL if @p text is not a UUID.
+ */
+int rmr_uuid_parse(const char *text, rmr_uuid *out);
+
+/** Format @p u into @p buf (at least 37 bytes). */
+void rmr_uuid_format(const rmr_uuid *u, char buf[37]);
+
+/**
+ * Generate a random (version 4) UUID.
+ * @return 0, or -errno if no randomness could be read.
+ */
+int rmr_uuid_generate(rmr_uuid *out);
+
+/** Counters and state of one member, part of #rmr_pool_status. */
+struct rmr_member_status {
+	uint16_t member_id;               /**< 0 until the member answered */
+	enum rmr_member_state state;      /**< session state */
+	char addr[RMR_ADDR_MAX + 1];      /**< address the client dials */
+	char reason[64];                  /**< why it entered its state */
+	uint64_t map_ver;                 /**< member's map version at hello */
+	uint64_t reads, writes;           /**< requests completed by this member */
+	uint64_t read_bytes, write_bytes; /**< I/O payload bytes moved */
+	uint64_t errors;                  /**< requests that failed on it */
+	uint64_t reconnects;              /**< sessions re-established */
+	uint32_t inflight;                /**< requests awaiting its answer */
+};
+
+/** Snapshot of a pool as seen by a client; see rmr_client_status(). */
+struct rmr_pool_status {
+	size_t size;                  /**< set by the caller to sizeof(*this) */
+	char name[RMR_NAME_MAX + 1];  /**< pool name */
+	rmr_uuid uuid;                /**< pool UUID (zero until learnt) */
+	uint64_t pool_size;           /**< bytes in the address space */
+	uint32_t chunk_size;          /**< bytes per chunk */
+	uint64_t map_ver;             /**< client's map version */
+	uint64_t missed_mask;         /**< member ids (bit n = id n) that missed writes */
+	uint32_t queue_depth;         /**< request slots */
+	uint32_t inflight;            /**< slots in use */
+	uint32_t normal_members;      /**< members in NORMAL */
+	uint32_t nmembers;            /**< entries used in @c members */
+	struct rmr_member_status members[RMR_MAX_MEMBERS];
+};
+
+/** Output formats of the status formatters. */
+enum rmr_format {
+	RMR_FORMAT_TEXT = 0, /**< a table for humans */
+	RMR_FORMAT_JSON = 1, /**< one JSON object */
+};
+
+/**
+ * Render a client pool status snapshot.
+ * @return the length written (without NUL), or -ENOSPC if @p buf is too small,
+ *         or -EINVAL for a bad @p fmt.
+ */
+int rmr_pool_status_format(const struct rmr_pool_status *st, enum rmr_format fmt,
+			   char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RMR_RMR_H */

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/**
+ * @file server.h
+ * @brief librmr server: serve pools from consumer-supplied stores.
+ *
+ * A server listens on one address and serves any number of pools. For each
+ * pool the consumer supplies a store: callbacks that apply requests to an
+ * address range, export and import one chunk for a peer member, and load and
+ * save an opaque metadata blob. librmr has no on-disk format of its own.
+ *
+ * Threading: the server runs one event-loop thread. Store callbacks are
+ * called on it; rmr_store_io_done() may be called from any thread.
+ * rmr_server_add_pool(), rmr_server_remove_pool() and rmr_server_status() may
+ * be called from any thread except the event loop's.
+ */
+#ifndef RMR_SERVER_H
+#define RMR_SERVER_H
+
+#include <rmr/rmr.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Most pools one server serves. */
+#define RMR_SERVER_MAX_POOLS 16
+
+/** A server instance. */
+struct rmr_server;
+/** One pool served by a server. */
+struct rmr_server_pool;
+
+/** One request handed to a store. */
+struct rmr_store_io {
+	enum rmr_io_kind kind; /**< RMR_IO_READ or RMR_IO_WRITE */
+	uint16_t op;           /**< consumer opcode from the client */
+	uint32_t op_flags;     /**< consumer flags from the client */
+	uint64_t addr;         /**< first byte (inside the pool) */
+	uint32_t len;          /**< bytes in the range */
+	void *data;            /**< write: payload (NULL if none); read: @c len bytes to fill */
+	uint32_t data_len;     /**< bytes at @c data (0 or @c len) */
+};
+
+/**
+ * The consumer's store of one pool. @c io is required; the others may be NULL
+ * where noted.
+ */
+struct rmr_store_ops {
+	size_t size; /**< sizeof(struct rmr_store_ops) */
+	/**
+	 * Apply @p io. The store calls rmr_store_io_done(@p io, status) exactly
+	 * once, from any thread, possibly before returning. A negative status
+	 * is sent to the client as is.
+	 */
+	void (*io)(void *store, struct rmr_store_io *io);
+	/**
+	 * Copy chunk @p chunk (@p len bytes, the chunk size or less for the last
+	 * chunk) into @p buf, for a peer that resyncs it. @return 0 or -errno.
+	 */
+	int (*chunk_export)(void *store, uint64_t chunk, void *buf, uint32_t len);
+	/** Overwrite chunk @p chunk with @p buf. @return 0 or -errno. */
+	int (*chunk_import)(void *store, uint64_t chunk, const void *buf, uint32_t len);
+	/**
+	 * Load the metadata blob saved last: copy up to @p cap bytes into
+	 * @p buf and set @p *len. A store that never saved one sets @p *len to
+	 * 0. @return 0, or -errno (the pool then refuses to start).
+	 */
+	int (*meta_load)(void *store, void *buf, size_t cap, size_t *len);
+	/**
+	 * Durably save the metadata blob (at most rmr_server_meta_max() bytes)
+	 * so that a crash leaves either the old or the new blob.
+	 * @return 0 or -errno.
+	 */
+	int (*meta_save)(void *store, const void *buf, size_t len);
+	/** Make every completed write durable. @return 0 or -errno. May be NULL. */
+	int (*flush)(void *store);
+};
+
+/**
+ * Report the completion of a store request.
+ * @param status 0 or a negative errno.
+ */
+void rmr_store_io_done(struct rmr_store_io *io, int status);
+
+/** Largest metadata blob librmr saves through @c meta_save. */
+size_t rmr_server_meta_max(void);
+
+/** Options of rmr_server_create(). Zero means "default" for every number. */
+struct rmr_server_opts {
+	size_t size;                 /**< sizeof(struct rmr_server_opts) */
+	const char *listen_addr;     /**< required: where clients and peers connect */
+	const char *transport;       /**< "fabric" (default) or "mem" */
+	const char *provider;        /**< fabric provider: "tcp" (default), "shm", "verbs" */
+	const char *name;            /**< for log lines (default: the listen address) */
+	unsigned queue_depth;        /**< most requests per session (default 128, max 1024) */
+	unsigned max_io_size;        /**< largest request (default 128 KiB, max 4 MiB) */
+	unsigned heartbeat_ms;       /**< heartbeat interval (default 250) */
+	unsigned failure_timeout_ms; /**< silence that drops a session (default 2000) */
+};
+
+/**
+ * Create a server and start listening.
+ * @return 0 and the handle in @p out; -EINVAL for bad options; -ENOENT if
+ *         the transport is unknown; -EADDRINUSE; -ENOMEM; another negative
+ *         errno from the transport.
+ */
+int rmr_server_create(const struct rmr_server_opts *opts, struct rmr_server **out);
+
+/** Stop serving: close every session and free the server. Pools must be removed first. */
+void rmr_server_destroy(struct rmr_server *s);
+
+/** Identity and geometry of a served pool. */
+struct rmr_pool_params {
+	size_t size;                 /**< sizeof(struct rmr_pool_params) */
+	const char *name;            /**< pool name, 1..RMR_NAME_MAX bytes */
+	rmr_uuid uuid;               /**< pool UUID, not all zero */
+	uint64_t pool_size;          /**< bytes, > 0 */
+	uint32_t chunk_size;         /**< power of two, 4 KiB..1 GiB */
+	uint16_t member_id;          /**< 1..RMR_MAX_MEMBER_ID */
+	uint64_t members_mask;       /**< every member id of the pool, bit n = id n; must include @c member_id */
+};
+
+/**
+ * Serve a pool from @p store. Loads the metadata blob first.
+ * @return 0 and the handle in @p out; -EINVAL for bad parameters or ops;
+ *         -EEXIST if the server already serves a pool with that UUID or
+ *         name; -ENOSPC if it serves RMR_SERVER_MAX_POOLS pools already; -EBADMSG if the metadata blob is corrupt; -errno from
+ *         @c meta_load.
+ */
+int rmr_server_add_pool(struct rmr_server *s, const struct rmr_pool_params *params,
+			const struct rmr_store_ops *ops, void *store,
+			struct rmr_server_pool **out);
+
+/**
+ * Stop serving a pool: its sessions are closed, requests in the store are
+ * waited for. The store may be closed afterwards.
+ */
+void rmr_server_remove_pool(struct rmr_server_pool *p);
+
+/** State and counters of one served pool, part of #rmr_server_status. */
+struct rmr_server_pool_status {
+	char name[RMR_NAME_MAX + 1];
+	rmr_uuid uuid;
+	uint16_t member_id;
+	uint64_t pool_size;
+	uint32_t chunk_size;
+	uint64_t map_ver;             /**< highest map version seen */
+	uint64_t missed_mask;         /**< members (bit n = id n) known to have missed writes */
+	uint32_t sessions;            /**< client sessions attached */
+	uint64_t reads, writes;       /**< requests applied */
+	uint64_t read_bytes, write_bytes;
+	uint64_t errors;              /**< requests that failed in the store */
+	uint64_t meta_saves;          /**< metadata blobs written */
+};
+
+/** Snapshot of a server; see rmr_server_status(). */
+struct rmr_server_status {
+	size_t size;                          /**< set by the caller to sizeof(*this) */
+	char listen_addr[RMR_ADDR_MAX + 1];
+	uint32_t sessions;                    /**< sessions of all pools, plus unbound ones */
+	uint64_t rejected;                    /**< sessions refused (bad hello, malformed messages) */
+	uint32_t npools;                      /**< entries used in @c pools */
+	struct rmr_server_pool_status pools[RMR_SERVER_MAX_POOLS];
+};
+
+/**
+ * Take a consistent snapshot of the server.
+ * @return 0, or -EINVAL if @c st->size is too small.
+ */
+int rmr_server_status(struct rmr_server *s, struct rmr_server_status *st);
+
+/**
+ * Render a server status snapshot.
+ * @return the length written (without NUL), -ENOSPC if @p buf is too small,
+ *         or -EINVAL for a bad @p fmt.
+ */
+int rmr_server_status_format(const struct rmr_server_status *st, enum rmr_format fmt,
+			     char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RMR_SERVER_H */

@@ -1,0 +1,784 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Client pool: member sessions (connect, hello, heartbeats, failure,
+ * reconnect with backoff, admission to I/O) and the public client API.
+ * Request handling is in client_io.c.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "client_internal.h"
+#include "compiler.h"
+#include "log.h"
+#include "member_state.h"
+
+#define DEF_QUEUE_DEPTH 128
+#define MAX_QUEUE_DEPTH 1024
+#define DEF_MAX_IO (128u * 1024)
+#define DEF_HEARTBEAT_MS 250
+#define DEF_FAILURE_MS 2000
+#define DEF_REQUEST_MS 10000
+#define DEF_OPEN_MS 10000
+#define DEF_RECONNECT_MIN_MS 200
+#define DEF_RECONNECT_MAX_MS 5000
+#define NS_PER_MS 1000000ull
+
+static uint64_t random_u64(void)
+{
+	uint64_t v = 0;
+
+	if (getrandom(&v, sizeof(v), 0) != sizeof(v))
+		v = loop_clock_ns() ^ (uint64_t)(uintptr_t)&v;
+	return v;
+}
+
+unsigned client_normal_count(struct rmr_client *c)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < c->nmembers; i++)
+		n += c->members[i].state == RMR_MEMBER_NORMAL;
+	return n;
+}
+
+/* The one door through which a member session changes state. */
+static void member_set_state(struct member *m, enum rmr_member_state to, const char *reason)
+{
+	struct rmr_client *c = m->c;
+	enum rmr_member_state from = m->state;
+
+	if (from == to)
+		return;
+	if (!member_state_can_move(from, to)) {
+		log_err("pool=%s member=%u addr=%s: illegal transition %s -> %s (%s) refused",
+			c->name, m->id, m->addr, rmr_member_state_name(from),
+			rmr_member_state_name(to), reason);
+		return;
+	}
+	m->state = to;
+	snprintf(m->reason, sizeof(m->reason), "%s", reason);
+	/* A member leaving NORMAL starts a new map version: writes from now on miss it. */
+	if (from == RMR_MEMBER_NORMAL)
+		c->map_ver++;
+	log_notice("pool=%s member=%u addr=%s: %s -> %s (%s)", c->name, m->id, m->addr,
+		   rmr_member_state_name(from), rmr_member_state_name(to), reason);
+	if (c->ops.member_state)
+		c->ops.member_state(c->opts.priv, m->index, m->id, from, to, reason);
+}
+
+int member_send(struct member *m, const struct iovec *iov, int iovcnt, void *op_ctx)
+{
+	struct rmr_client *c = m->c;
+	int ret;
+
+	if (!m->conn || !m->connected)
+		return -ENOTCONN;
+	ret = c->tops->send(c->tp, m->conn, iov, iovcnt, op_ctx);
+	if (ret == 0) {
+		m->tx_inflight++;
+		m->last_tx = loop_now(c->loop);
+	}
+	return ret;
+}
+
+/* Fill a header with the fields every message of this client carries. */
+static void ctrl_encode(struct rmr_client *c, struct ctrl_msg *cm, unsigned type,
+			uint32_t payload_len, int status)
+{
+	struct rmr_msg msg = {
+		.type = type,
+		.pool_uuid = c->uuid,
+		.map_ver = c->map_ver,
+		.payload_len = payload_len,
+		.status = status,
+	};
+
+	cm->kind = SEND_CTRL;
+	rmr_wire_encode(&cm->hdr, &msg);
+}
+
+static int send_ctrl(struct member *m, struct ctrl_msg *cm, size_t body_len)
+{
+	struct iovec iov[2] = {
+		{ .iov_base = &cm->hdr, .iov_len = sizeof(cm->hdr) },
+		{ .iov_base = &cm->body, .iov_len = body_len },
+	};
+	int ret;
+
+	if (cm->sending)
+		return -EBUSY;
+	ret = member_send(m, iov, body_len ? 2 : 1, cm);
+	if (ret == 0)
+		cm->sending = true;
+	return ret;
+}
+
+static void schedule_reconnect(struct member *m)
+{
+	struct rmr_client *c = m->c;
+	unsigned base = m->backoff_ms ? m->backoff_ms : c->opts.reconnect_min_ms;
+	/* +-25% jitter so that members and clients do not reconnect in lockstep. */
+	uint64_t jitter = random_u64() % (base / 2 + 1);
+	uint64_t delay = base - base / 4 + jitter;
+
+	m->next_connect = loop_now(c->loop) + delay * NS_PER_MS;
+	m->backoff_ms = RMR_MIN(base * 2, c->opts.reconnect_max_ms);
+}
+
+static void member_drop_conn(struct member *m)
+{
+	struct rmr_client *c = m->c;
+
+	if (m->conn) {
+		c->tops->close(c->tp, m->conn);
+		m->conn = NULL;
+	}
+	/* Sends in flight are abandoned with the connection. */
+	m->connected = false;
+	m->hello_done = false;
+	m->tx_inflight = 0;
+	m->hello.sending = m->heartbeat.sending = m->goodbye.sending = false;
+}
+
+static void check_open_done(struct rmr_client *c);
+
+void member_fail(struct member *m, const char *reason)
+{
+	struct rmr_client *c = m->c;
+
+	member_drop_conn(m);
+	m->resolved = true;
+	if (m->state != RMR_MEMBER_FAILED) {
+		if (m->state == RMR_MEMBER_NORMAL)
+			m->errors++;
+		member_set_state(m, RMR_MEMBER_FAILED, reason);
+		client_io_member_lost(c, m);
+	} else {
+		snprintf(m->reason, sizeof(m->reason), "%s", reason);
+	}
+	if (!c->closing && !m->next_connect)
+		schedule_reconnect(m);
+	check_open_done(c);
+}
+
+static void member_connect(struct member *m)
+{
+	struct rmr_client *c = m->c;
+	int ret;
+
+	m->next_connect = 0;
+	ret = c->tops->connect(c->tp, m->addr, m, &m->conn);
+	if (ret < 0) {
+		char why[64];
+
+		m->conn = NULL;
+		snprintf(why, sizeof(why), "connect: %s", strerror(-ret));
+		member_fail(m, why);
+		return;
+	}
+	m->hello_deadline = loop_now(c->loop) + c->opts.failure_timeout_ms * NS_PER_MS;
+}
+
+/* --- admission --------------------------------------------------------- */
+
+/*
+ * A member is admitted to I/O only if nobody knows it missed a write. Until
+ * dirty-chunk resync exists, a member that missed writes stays RECONNECTING:
+ * it must never serve a stale read.
+ */
+static void member_admit(struct member *m)
+{
+	struct rmr_client *c = m->c;
+
+	if (m->state != RMR_MEMBER_RECONNECTING)
+		return;
+	if (c->missed_ids & (1ull << m->id)) {
+		snprintf(m->reason, sizeof(m->reason), "missed writes; awaiting resync");
+		return;
+	}
+	m->backoff_ms = 0;
+	member_set_state(m, RMR_MEMBER_NORMAL, "hello done, holds every acknowledged write");
+}
+
+static void finish_open(struct rmr_client *c)
+{
+	for (unsigned i = 0; i < c->nmembers; i++)
+		member_admit(&c->members[i]);
+	pthread_mutex_lock(&c->state_lock);
+	c->opening = false;
+	c->open_done = true;
+	if (client_normal_count(c) > 0)
+		c->open_status = 0;
+	else if (c->geometry_known)
+		c->open_status = -EIO; /* members answered, none holds current data */
+	else
+		c->open_status = -ETIMEDOUT;
+	pthread_cond_broadcast(&c->state_cond);
+	pthread_mutex_unlock(&c->state_lock);
+}
+
+/* While opening, wait until every member answered or failed once. */
+static void check_open_done(struct rmr_client *c)
+{
+	if (!c->opening)
+		return;
+	for (unsigned i = 0; i < c->nmembers; i++)
+		if (!c->members[i].resolved)
+			return;
+	finish_open(c);
+}
+
+/* --- messages from members ---------------------------------------------- */
+
+static bool hello_matches_pool(struct member *m, const struct rmr_msg *msg,
+			       const struct rmr_hello_rsp *h, char *why, size_t whylen)
+{
+	struct rmr_client *c = m->c;
+
+	if (strcmp(h->pool_name, c->name)) {
+		snprintf(why, whylen, "serves pool '%s', not '%s'", h->pool_name, c->name);
+		return false;
+	}
+	for (unsigned i = 0; i < c->nmembers; i++) {
+		struct member *o = &c->members[i];
+
+		if (o != m && o->id == h->member_id) {
+			snprintf(why, whylen, "member id %u already used by %s", h->member_id, o->addr);
+			return false;
+		}
+	}
+	if (!c->geometry_known) {
+		if (c->opts.pool_uuid && memcmp(c->opts.pool_uuid, &msg->pool_uuid, sizeof(rmr_uuid))) {
+			snprintf(why, whylen, "pool UUID differs from the one requested");
+			return false;
+		}
+		return true;
+	}
+	if (memcmp(&c->uuid, &msg->pool_uuid, sizeof(rmr_uuid))) {
+		snprintf(why, whylen, "pool UUID differs from the other members'");
+		return false;
+	}
+	if (h->pool_size != c->pool_size || h->chunk_size != c->chunk_size ||
+	    h->members != c->members_ids) {
+		snprintf(why, whylen, "pool geometry or membership differs from the other members'");
+		return false;
+	}
+	return true;
+}
+
+static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
+{
+	struct rmr_client *c = m->c;
+	struct rmr_hello_rsp h;
+	char why[192];
+
+	if (msg->status < 0) {
+		snprintf(why, sizeof(why), "refused: %s", strerror(-msg->status));
+		member_fail(m, why);
+		return;
+	}
+	if (rmr_wire_decode_hello_rsp(msg, &h, why, sizeof(why)) < 0 ||
+	    !hello_matches_pool(m, msg, &h, why, sizeof(why))) {
+		log_err("pool=%s addr=%s: hello answer refused: %s", c->name, m->addr, why);
+		member_fail(m, "bad hello answer");
+		return;
+	}
+	if (!c->geometry_known) {
+		c->geometry_known = true;
+		c->uuid = msg->pool_uuid;
+		c->pool_size = h.pool_size;
+		c->chunk_size = h.chunk_size;
+		c->members_ids = h.members;
+		c->max_io_size = RMR_MIN(c->opts.max_io_size, h.max_io_size);
+	}
+	if (h.max_io_size < c->max_io_size) {
+		/* Requests already sized for the pool must fit every member. */
+		member_fail(m, "member accepts smaller requests than the pool");
+		return;
+	}
+	if (m->incarnation && m->incarnation != h.incarnation)
+		log_info("pool=%s member=%u: member process restarted", c->name, h.member_id);
+	m->id = h.member_id;
+	m->map_ver = h.map_ver;
+	m->incarnation = h.incarnation;
+	m->hello_done = true;
+	m->resolved = true;
+	c->map_ver = RMR_MAX(c->map_ver, h.map_ver);
+	/* Conservative: trust every member's record of who missed writes. */
+	c->missed_ids |= h.missed;
+	member_set_state(m, RMR_MEMBER_RECONNECTING, "hello answered");
+	if (c->opening)
+		check_open_done(c);
+	else
+		member_admit(m);
+}
+
+static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *rx)
+{
+	struct rmr_client *c = ev_ctx;
+	struct member *m = conn_ctx;
+	struct rmr_msg msg;
+	char why[128];
+	int ret;
+
+	m->last_rx = loop_now(c->loop);
+	ret = rmr_wire_decode(buf, len, &msg, why, sizeof(why));
+	if (ret == 0 && msg.sender_id != m->id && m->hello_done) {
+		snprintf(why, sizeof(why), "sender id %u on the session of member %u",
+			 msg.sender_id, m->id);
+		ret = -EBADMSG;
+	}
+	if (ret < 0) {
+		c->tops->recv_release(c->tp, m->conn, rx);
+		log_err("pool=%s member=%u addr=%s: malformed message: %s", c->name, m->id,
+			m->addr, why);
+		member_fail(m, "malformed message");
+		return;
+	}
+
+	switch ((enum rmr_msg_type)msg.type) {
+	case RMR_MSG_HELLO_RSP:
+		if (!m->hello_done)
+			on_hello_rsp(m, &msg);
+		break;
+	case RMR_MSG_HEARTBEAT:
+		break;
+	case RMR_MSG_READ_RSP:
+	case RMR_MSG_WRITE_RSP:
+	case RMR_MSG_MAP_ADD_RSP:
+		if (m->hello_done)
+			client_io_on_response(c, m, &msg);
+		break;
+	case RMR_MSG_GOODBYE:
+		if (m->conn)
+			c->tops->recv_release(c->tp, m->conn, rx);
+		member_fail(m, "member said goodbye");
+		return;
+	case RMR_MSG_HELLO:
+	case RMR_MSG_READ:
+	case RMR_MSG_WRITE:
+	case RMR_MSG_MAP_ADD:
+		if (m->conn)
+			c->tops->recv_release(c->tp, m->conn, rx);
+		log_err("pool=%s member=%u: unexpected %s from a member", c->name, m->id,
+			rmr_msg_type_name(msg.type));
+		member_fail(m, "protocol violation");
+		return;
+	}
+	if (m->conn)
+		c->tops->recv_release(c->tp, m->conn, rx);
+}
+
+static void ev_connected(void *ev_ctx, void *conn_ctx, int status)
+{
+	struct rmr_client *c = ev_ctx;
+	struct member *m = conn_ctx;
+	struct rmr_hello h = {
+		.role = RMR_ROLE_CLIENT,
+		.queue_depth = c->qd,
+		.max_io_size = c->opts.max_io_size,
+		.heartbeat_ms = c->opts.heartbeat_ms,
+		.incarnation = c->incarnation,
+	};
+	int ret;
+
+	if (status < 0) {
+		char why[64];
+
+		snprintf(why, sizeof(why), "connect: %s", strerror(-status));
+		member_fail(m, why);
+		return;
+	}
+	m->connected = true;
+	m->last_rx = loop_now(c->loop);
+	if (m->state == RMR_MEMBER_FAILED)
+		m->reconnects++;
+	snprintf(h.pool_name, sizeof(h.pool_name), "%s", c->name);
+	ctrl_encode(c, &m->hello, RMR_MSG_HELLO, sizeof(struct rmr_wire_hello), 0);
+	rmr_wire_encode_hello(&m->hello.body.hello, &h);
+	ret = send_ctrl(m, &m->hello, sizeof(struct rmr_wire_hello));
+	if (ret < 0)
+		member_fail(m, "cannot send hello");
+}
+
+static void ev_send_done(void *ev_ctx, void *conn_ctx, void *op_ctx, int status)
+{
+	struct rmr_client *c = ev_ctx;
+	struct member *m = conn_ctx;
+	uint8_t kind = *(uint8_t *)op_ctx;
+
+	if (m->tx_inflight)
+		m->tx_inflight--;
+	if (kind == SEND_CTRL)
+		((struct ctrl_msg *)op_ctx)->sending = false;
+	else
+		client_io_on_send_done(c, m, op_ctx, status);
+	if (status < 0 && m->conn)
+		member_fail(m, "send failed");
+}
+
+static void ev_closed(void *ev_ctx, void *conn_ctx, int reason)
+{
+	struct rmr_client *c = ev_ctx;
+	struct member *m = conn_ctx;
+	char why[64];
+
+	(void)c;
+	snprintf(why, sizeof(why), "connection lost: %s", strerror(-reason));
+	member_fail(m, why);
+}
+
+static void *ev_accepted(void *ev_ctx, struct rmr_conn *conn)
+{
+	(void)ev_ctx;
+	(void)conn;
+	return NULL; /* a client does not listen */
+}
+
+static const struct rmr_transport_events client_events = {
+	.size = sizeof(struct rmr_transport_events),
+	.accepted = ev_accepted,
+	.connected = ev_connected,
+	.recv = ev_recv,
+	.send_done = ev_send_done,
+	.closed = ev_closed,
+};
+
+/* --- loop callbacks ------------------------------------------------------ */
+
+static void client_wake(void *ctx)
+{
+	client_io_drain_submissions(ctx);
+}
+
+static void client_tick(void *ctx, uint64_t now)
+{
+	struct rmr_client *c = ctx;
+	uint64_t hb = c->opts.heartbeat_ms * NS_PER_MS;
+	uint64_t silence = c->opts.failure_timeout_ms * NS_PER_MS;
+
+	for (unsigned i = 0; i < c->nmembers; i++) {
+		struct member *m = &c->members[i];
+
+		if (m->conn && !m->hello_done && now > m->hello_deadline) {
+			member_fail(m, m->connected ? "no hello answer" : "connect timeout");
+			continue;
+		}
+		if (m->conn && m->connected && now - m->last_rx > silence) {
+			member_fail(m, "heartbeat timeout");
+			continue;
+		}
+		if (m->conn && m->hello_done && now - m->last_tx >= hb) {
+			ctrl_encode(c, &m->heartbeat, RMR_MSG_HEARTBEAT, 0, 0);
+			send_ctrl(m, &m->heartbeat, 0);
+		}
+		if (!m->conn && m->next_connect && now >= m->next_connect && !c->closing)
+			member_connect(m);
+	}
+	client_io_check_deadlines(c, now);
+	if (c->opening && now >= c->open_deadline)
+		finish_open(c);
+}
+
+static const struct loop_ops client_loop_ops = {
+	.wake = client_wake,
+	.tick = client_tick,
+};
+
+/* --- public API ---------------------------------------------------------- */
+
+static int check_opts(struct rmr_client_opts *o)
+{
+	if (!o->pool_name || !*o->pool_name || strlen(o->pool_name) > RMR_NAME_MAX)
+		return -EINVAL;
+	if (o->nmembers == 0 || o->nmembers > RMR_MAX_MEMBERS || !o->members)
+		return -EINVAL;
+	for (unsigned i = 0; i < o->nmembers; i++)
+		if (!o->members[i] || !*o->members[i] || strlen(o->members[i]) > RMR_ADDR_MAX)
+			return -EINVAL;
+	if (!o->transport)
+		o->transport = "fabric";
+	if (!o->queue_depth)
+		o->queue_depth = DEF_QUEUE_DEPTH;
+	if (!o->max_io_size)
+		o->max_io_size = DEF_MAX_IO;
+	if (!o->heartbeat_ms)
+		o->heartbeat_ms = DEF_HEARTBEAT_MS;
+	if (!o->failure_timeout_ms)
+		o->failure_timeout_ms = DEF_FAILURE_MS;
+	if (!o->request_timeout_ms)
+		o->request_timeout_ms = DEF_REQUEST_MS;
+	if (!o->open_timeout_ms)
+		o->open_timeout_ms = DEF_OPEN_MS;
+	if (!o->reconnect_min_ms)
+		o->reconnect_min_ms = DEF_RECONNECT_MIN_MS;
+	if (!o->reconnect_max_ms)
+		o->reconnect_max_ms = DEF_RECONNECT_MAX_MS;
+	if (!o->min_legs)
+		o->min_legs = 1;
+	if (o->queue_depth > MAX_QUEUE_DEPTH || o->max_io_size > RMR_WIRE_MAX_PAYLOAD ||
+	    o->max_io_size < 4096 || o->heartbeat_ms * 2 > o->failure_timeout_ms ||
+	    o->reconnect_min_ms > o->reconnect_max_ms || o->min_legs > o->nmembers)
+		return -EINVAL;
+	return 0;
+}
+
+static void client_free(struct rmr_client *c)
+{
+	if (c->loop)
+		loop_destroy(c->loop);
+	if (c->tp)
+		c->tops->destroy(c->tp);
+	if (c->slots) {
+		slot_pool_destroy(&c->slot_pool);
+		for (uint32_t i = 0; i < c->qd; i++)
+			free(c->slots[i].bounce);
+	}
+	free(c->slots);
+	pthread_mutex_destroy(&c->sub_lock);
+	pthread_mutex_destroy(&c->state_lock);
+	pthread_cond_destroy(&c->state_cond);
+	free(c);
+}
+
+static void start_connect_all(void *arg)
+{
+	struct rmr_client *c = arg;
+
+	c->open_deadline = loop_now(c->loop) + c->opts.open_timeout_ms * NS_PER_MS;
+	for (unsigned i = 0; i < c->nmembers; i++)
+		member_connect(&c->members[i]);
+}
+
+RMR_EXPORT int rmr_client_open(const struct rmr_client_opts *opts, struct rmr_client **out)
+{
+	struct rmr_client *c;
+	struct rmr_transport_params tparams = { .size = sizeof(tparams) };
+	int ret;
+
+	if (!out)
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_init(&c->sub_lock, NULL);
+	pthread_mutex_init(&c->state_lock, NULL);
+	pthread_cond_init(&c->state_cond, NULL);
+	if (!rmr_opts_copy(&c->opts, sizeof(c->opts), opts)) {
+		client_free(c);
+		return -EINVAL;
+	}
+	ret = check_opts(&c->opts);
+	if (ret < 0) {
+		client_free(c);
+		return ret;
+	}
+	if (c->opts.ops)
+		rmr_opts_copy(&c->ops, sizeof(c->ops), c->opts.ops);
+	snprintf(c->name, sizeof(c->name), "%s", c->opts.pool_name);
+	c->tops = rmr_transport_find(c->opts.transport);
+	if (!c->tops) {
+		client_free(c);
+		return -ENOENT;
+	}
+	c->incarnation = random_u64();
+	c->map_ver = 1;
+	c->qd = c->opts.queue_depth;
+	c->max_io_size = c->opts.max_io_size;
+	if (c->opts.pool_uuid)
+		c->uuid = *c->opts.pool_uuid;
+	c->nmembers = c->opts.nmembers;
+	for (unsigned i = 0; i < c->nmembers; i++) {
+		struct member *m = &c->members[i];
+
+		m->c = c;
+		m->index = i;
+		m->state = RMR_MEMBER_NEW;
+		snprintf(m->addr, sizeof(m->addr), "%s", c->opts.members[i]);
+		snprintf(m->reason, sizeof(m->reason), "not connected yet");
+		m->hello.kind = m->heartbeat.kind = m->goodbye.kind = SEND_CTRL;
+	}
+	c->opts.members = NULL; /* the caller's array is not ours to keep */
+
+	c->slots = calloc(c->qd, sizeof(*c->slots));
+	if (!c->slots || slot_pool_init(&c->slot_pool, c->qd) < 0) {
+		free(c->slots);
+		c->slots = NULL;
+		client_free(c);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < c->qd; i++) {
+		c->slots[i].index = i;
+		for (unsigned j = 0; j < RMR_MAX_MEMBERS; j++)
+			c->slots[i].legs[j].kind = SEND_LEG;
+	}
+
+	tparams.provider = c->opts.provider;
+	tparams.max_msg = sizeof(struct rmr_wire_hdr) + c->opts.max_io_size;
+	/* Every slot may await one answer per member, plus control messages. */
+	tparams.rx_depth = c->qd + 8;
+	tparams.tx_depth = c->qd + 8;
+	tparams.name = c->name;
+	ret = loop_create(&client_loop_ops, c, RMR_MIN(c->opts.heartbeat_ms / 2, 50), &c->loop);
+	if (ret == 0)
+		ret = c->tops->create(&tparams, &client_events, c, &c->tp);
+	if (ret < 0) {
+		c->tp = NULL;
+		client_free(c);
+		return ret;
+	}
+	loop_set_transport(c->loop, c->tops, c->tp);
+	c->opening = true;
+	ret = loop_start(c->loop, "rmr-client");
+	if (ret < 0) {
+		client_free(c);
+		return ret;
+	}
+	loop_call(c->loop, start_connect_all, c);
+
+	pthread_mutex_lock(&c->state_lock);
+	while (!c->open_done)
+		pthread_cond_wait(&c->state_cond, &c->state_lock);
+	ret = c->open_status;
+	pthread_mutex_unlock(&c->state_lock);
+	if (ret < 0) {
+		log_err("pool=%s: open failed: %s", c->name,
+			ret == -EIO ? "no member holds the current data" : strerror(-ret));
+		rmr_client_close(c);
+		return ret;
+	}
+	log_info("pool=%s: open, %u of %u members normal", c->name, client_normal_count(c),
+		 c->nmembers);
+	*out = c;
+	return 0;
+}
+
+static void say_goodbye(void *arg)
+{
+	struct rmr_client *c = arg;
+
+	for (unsigned i = 0; i < c->nmembers; i++) {
+		struct member *m = &c->members[i];
+
+		if (m->hello_done) {
+			ctrl_encode(c, &m->goodbye, RMR_MSG_GOODBYE, 0, 0);
+			send_ctrl(m, &m->goodbye, 0);
+		}
+	}
+}
+
+static void close_sessions(void *arg)
+{
+	struct rmr_client *c = arg;
+
+	for (unsigned i = 0; i < c->nmembers; i++)
+		member_drop_conn(&c->members[i]);
+}
+
+RMR_EXPORT void rmr_client_close(struct rmr_client *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->state_lock);
+	c->closing = true;
+	while (c->inflight)
+		pthread_cond_wait(&c->state_cond, &c->state_lock);
+	pthread_mutex_unlock(&c->state_lock);
+	slot_pool_shutdown(&c->slot_pool);
+	loop_call(c->loop, say_goodbye, c);
+	loop_call(c->loop, close_sessions, c);
+	loop_stop(c->loop);
+	client_free(c);
+}
+
+RMR_EXPORT int rmr_client_submit(struct rmr_client *c, const struct rmr_io *io, unsigned flags)
+{
+	if (!c || !io)
+		return -EINVAL;
+	return client_io_submit(c, io, flags);
+}
+
+struct info_call {
+	struct rmr_client *c;
+	struct rmr_pool_info *info;
+};
+
+static void fill_info(void *arg)
+{
+	struct info_call *ic = arg;
+	struct rmr_client *c = ic->c;
+
+	snprintf(ic->info->name, sizeof(ic->info->name), "%s", c->name);
+	ic->info->uuid = c->uuid;
+	ic->info->pool_size = c->pool_size;
+	ic->info->chunk_size = c->chunk_size;
+	ic->info->max_io_size = c->max_io_size;
+	ic->info->queue_depth = c->qd;
+}
+
+RMR_EXPORT int rmr_client_info(struct rmr_client *c, struct rmr_pool_info *info)
+{
+	struct info_call ic = { c, info };
+
+	if (!c || !info || info->size < sizeof(*info))
+		return -EINVAL;
+	loop_call(c->loop, fill_info, &ic);
+	return 0;
+}
+
+struct status_call {
+	struct rmr_client *c;
+	struct rmr_pool_status *st;
+};
+
+static void fill_status(void *arg)
+{
+	struct status_call *sc = arg;
+	struct rmr_client *c = sc->c;
+	struct rmr_pool_status *st = sc->st;
+
+	snprintf(st->name, sizeof(st->name), "%s", c->name);
+	st->uuid = c->uuid;
+	st->pool_size = c->pool_size;
+	st->chunk_size = c->chunk_size;
+	st->map_ver = c->map_ver;
+	st->missed_mask = c->missed_ids;
+	st->queue_depth = c->qd;
+	st->inflight = slot_pool_used(&c->slot_pool);
+	st->normal_members = client_normal_count(c);
+	st->nmembers = c->nmembers;
+	for (unsigned i = 0; i < c->nmembers; i++) {
+		struct member *m = &c->members[i];
+		struct rmr_member_status *ms = &st->members[i];
+
+		ms->member_id = m->id;
+		ms->state = m->state;
+		snprintf(ms->addr, sizeof(ms->addr), "%s", m->addr);
+		snprintf(ms->reason, sizeof(ms->reason), "%s", m->reason);
+		ms->map_ver = m->map_ver;
+		ms->reads = m->reads;
+		ms->writes = m->writes;
+		ms->read_bytes = m->read_bytes;
+		ms->write_bytes = m->write_bytes;
+		ms->errors = m->errors;
+		ms->reconnects = m->reconnects;
+		ms->inflight = m->inflight;
+	}
+}
+
+RMR_EXPORT int rmr_client_status(struct rmr_client *c, struct rmr_pool_status *st)
+{
+	struct status_call sc = { c, st };
+	size_t size;
+
+	if (!c || !st || st->size < sizeof(*st))
+		return -EINVAL;
+	size = st->size;
+	memset(st, 0, sizeof(*st));
+	st->size = size;
+	loop_call(c->loop, fill_status, &sc);
+	return 0;
+}

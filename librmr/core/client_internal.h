@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Client internals shared by client.c (pool, member sessions) and
+ * client_io.c (request fan-out, ordering and completion). Everything here is
+ * touched only on the client's event-loop thread, except the submission
+ * queue (sub_lock) and the slot allocator.
+ */
+#ifndef RMR_CORE_CLIENT_INTERNAL_H
+#define RMR_CORE_CLIENT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rmr/client.h>
+#include <rmr/transport.h>
+
+#include "loop.h"
+#include "slots.h"
+#include "wire.h"
+
+/* What a send's op_ctx points to: both kinds start with this tag. */
+enum send_kind { SEND_LEG = 1, SEND_CTRL = 2 };
+
+/* A member's part of one request. */
+struct leg {
+	uint8_t kind;            /* SEND_LEG */
+	struct rmr_wire_hdr hdr; /* sent header; lives until send_done */
+	bool sending;            /* handed to the transport, no send_done yet */
+	bool waiting;            /* no answer yet */
+	int status;              /* member's answer */
+	uint64_t deadline;       /* ns */
+};
+
+enum slot_phase {
+	SLOT_FREE,
+	SLOT_QUEUED,   /* submitted, not yet seen by the loop */
+	SLOT_BLOCKED,  /* waits for earlier overlapping writes */
+	SLOT_SENT,     /* legs in flight */
+	SLOT_MAP_ADD,  /* recording missed members on the members that have the write */
+};
+
+struct slot {
+	uint32_t index;
+	uint32_t seq;            /* generation: a stale answer never matches */
+	enum slot_phase phase;
+	struct rmr_io io;
+	struct iovec iov[RMR_MAX_IOV];
+	uint32_t data_len;       /* bytes in iov */
+	uint64_t legs_mask;      /* member indexes addressed in this phase */
+	uint64_t ok_mask;        /* member indexes that applied the write */
+	uint64_t failed_mask;    /* member indexes that failed it */
+	uint64_t tried_mask;     /* read: member indexes tried */
+	uint64_t missed_ids;     /* write: member ids recorded as missing it */
+	int first_err;
+	unsigned deps;           /* earlier overlapping writes still in progress */
+	bool has_dependents;
+	struct slot *next;       /* submission queue / ordered-writes list */
+	struct slot *prev;
+	struct slot *ready_next; /* writes released by a finished one */
+	void *bounce;            /* gathers writes of more than three iovecs */
+	struct leg legs[RMR_MAX_MEMBERS];
+};
+
+/* Small control messages (HELLO, HEARTBEAT, GOODBYE) of one member session. */
+struct ctrl_msg {
+	uint8_t kind;            /* SEND_CTRL */
+	struct rmr_wire_hdr hdr;
+	union {
+		struct rmr_wire_hello hello;
+	} body;
+	bool sending;
+};
+
+struct member {
+	struct rmr_client *c;
+	unsigned index;
+	char addr[RMR_ADDR_MAX + 1];
+	enum rmr_member_state state;
+	char reason[64];
+	uint16_t id;                 /* 0 until the first hello */
+	struct rmr_conn *conn;
+	bool connected;              /* transport up */
+	bool hello_done;
+	bool resolved;               /* open: answered or failed at least once */
+	uint64_t last_rx, last_tx;   /* ns */
+	uint64_t hello_deadline;
+	uint64_t next_connect;       /* ns; 0 = not scheduled */
+	unsigned backoff_ms;
+	uint64_t map_ver, incarnation;
+	unsigned tx_inflight;
+	unsigned inflight;
+	struct ctrl_msg hello, heartbeat, goodbye;
+	/* counters */
+	uint64_t reads, writes, read_bytes, write_bytes, errors, reconnects;
+};
+
+struct rmr_client {
+	struct rmr_client_opts opts;
+	struct rmr_client_ops ops;
+	char name[RMR_NAME_MAX + 1];
+	const struct rmr_transport_ops *tops;
+	void *tp;
+	struct loop *loop;
+	uint64_t incarnation;
+
+	/* learnt from the members' hellos; all must agree */
+	bool geometry_known;
+	rmr_uuid uuid;
+	uint64_t pool_size;
+	uint32_t chunk_size;
+	uint64_t members_ids;        /* every member id of the pool */
+	uint32_t max_io_size;
+
+	uint64_t map_ver;
+	uint64_t missed_ids;         /* member ids known to have missed writes */
+	unsigned nmembers;
+	struct member members[RMR_MAX_MEMBERS];
+	unsigned rr_next;            /* round-robin cursor for reads */
+
+	/* request slots */
+	struct slot_pool slot_pool;
+	struct slot *slots;
+	uint32_t qd;
+
+	/* submission queue, filled from any thread */
+	pthread_mutex_t sub_lock;
+	struct slot *sub_head, *sub_tail;
+
+	/* writes not yet finished, in submission order (for overlap ordering) */
+	struct slot *writes_head, *writes_tail;
+
+	/* open/close handshake with the caller's thread */
+	pthread_mutex_t state_lock;
+	pthread_cond_t state_cond;
+	bool opening;
+	bool open_done;
+	int open_status;
+	bool closing;
+	uint32_t inflight;           /* slots between submit and release */
+	uint64_t open_deadline;
+};
+
+/* client.c */
+void member_fail(struct member *m, const char *reason);
+int member_send(struct member *m, const struct iovec *iov, int iovcnt, void *op_ctx);
+unsigned client_normal_count(struct rmr_client *c);
+
+/* client_io.c */
+void client_io_drain_submissions(struct rmr_client *c);
+void client_io_on_response(struct rmr_client *c, struct member *m, const struct rmr_msg *msg);
+void client_io_on_send_done(struct rmr_client *c, struct member *m, struct leg *leg, int status);
+void client_io_member_lost(struct rmr_client *c, struct member *m);
+void client_io_check_deadlines(struct rmr_client *c, uint64_t now);
+int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned flags);
+
+#endif

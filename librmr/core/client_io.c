@@ -1,0 +1,539 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Client requests: write fan-out to every NORMAL member, read round-robin
+ * with retry, ordering of overlapping writes, explicit map_add for writes
+ * that a member failed while in flight, deadlines and completion.
+ *
+ * A slot is released only when every leg has been answered (or abandoned
+ * with its member) and every send has completed, so neither the header
+ * buffers nor the caller's data are referenced after the callback.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_internal.h"
+#include "compiler.h"
+#include "log.h"
+
+#define NS_PER_MS 1000000ull
+
+static inline uint64_t bit(unsigned n)
+{
+	return 1ull << n;
+}
+
+static struct slot *leg_slot(struct member *m, struct leg *leg)
+{
+	return rmr_container_of(leg - m->index, struct slot, legs[0]);
+}
+
+static bool overlaps(const struct slot *a, const struct slot *b)
+{
+	if (!a->io.len || !b->io.len)
+		return false;
+	return a->io.addr < b->io.addr + b->io.len && b->io.addr < a->io.addr + a->io.len;
+}
+
+/*
+ * Errors that say the request itself is wrong: every member returns the same
+ * one, so they do not make a member diverge and do not fail it.
+ */
+static bool is_request_error(int status)
+{
+	return status == -EINVAL || status == -EOPNOTSUPP || status == -ERANGE;
+}
+
+static uint64_t normal_ids(struct rmr_client *c)
+{
+	uint64_t ids = 0;
+
+	for (unsigned i = 0; i < c->nmembers; i++)
+		if (c->members[i].state == RMR_MEMBER_NORMAL)
+			ids |= bit(c->members[i].id);
+	return ids;
+}
+
+/* --- submission ---------------------------------------------------------- */
+
+/* Give a slot back and let rmr_client_close() know when the last one is home. */
+static void release_slot(struct rmr_client *c, struct slot *s)
+{
+	s->phase = SLOT_FREE;
+	s->seq++;
+	slot_pool_put(&c->slot_pool, s->index);
+	pthread_mutex_lock(&c->state_lock);
+	c->inflight--;
+	if (c->closing && c->inflight == 0)
+		pthread_cond_broadcast(&c->state_cond);
+	pthread_mutex_unlock(&c->state_lock);
+}
+
+int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned flags)
+{
+	uint64_t data_len = 0;
+	struct slot *s;
+	int idx;
+
+	if ((io->kind != RMR_IO_READ && io->kind != RMR_IO_WRITE) || !io->cb ||
+	    io->iovcnt > RMR_MAX_IOV || (io->iovcnt && !io->iov) || (flags & ~RMR_SUBMIT_WAIT))
+		return -EINVAL;
+	for (unsigned i = 0; i < io->iovcnt; i++)
+		data_len += io->iov[i].iov_len;
+	if (data_len && data_len != io->len)
+		return -EINVAL;
+	if (io->kind == RMR_IO_READ && (!io->len || data_len != io->len))
+		return -EINVAL;
+	if (data_len > c->max_io_size)
+		return -EINVAL;
+	if (io->addr > c->pool_size || io->len > c->pool_size - io->addr)
+		return -EINVAL;
+
+	idx = slot_pool_get(&c->slot_pool, flags & RMR_SUBMIT_WAIT);
+	if (idx < 0)
+		return idx;
+	s = &c->slots[idx];
+
+	pthread_mutex_lock(&c->state_lock);
+	if (c->closing) {
+		pthread_mutex_unlock(&c->state_lock);
+		slot_pool_put(&c->slot_pool, (uint32_t)idx);
+		return -ESHUTDOWN;
+	}
+	c->inflight++;
+	pthread_mutex_unlock(&c->state_lock);
+
+	if (io->kind == RMR_IO_WRITE && data_len && io->iovcnt > 3) {
+		/* Gather into the slot's bounce buffer, allocated once and kept. */
+		if (!s->bounce)
+			s->bounce = malloc(c->max_io_size);
+		if (!s->bounce) {
+			release_slot(c, s);
+			return -ENOMEM;
+		}
+		char *p = s->bounce;
+		for (unsigned i = 0; i < io->iovcnt; i++) {
+			memcpy(p, io->iov[i].iov_base, io->iov[i].iov_len);
+			p += io->iov[i].iov_len;
+		}
+	}
+	s->io = *io;
+	memcpy(s->iov, io->iov, io->iovcnt * sizeof(*io->iov));
+	s->io.iov = s->iov;
+	s->data_len = (uint32_t)data_len;
+	s->legs_mask = s->ok_mask = s->failed_mask = s->tried_mask = s->missed_ids = 0;
+	s->first_err = 0;
+	s->deps = 0;
+	s->has_dependents = false;
+	s->phase = SLOT_QUEUED;
+
+	pthread_mutex_lock(&c->sub_lock);
+	s->next = NULL;
+	if (c->sub_tail)
+		c->sub_tail->next = s;
+	else
+		c->sub_head = s;
+	c->sub_tail = s;
+	pthread_mutex_unlock(&c->sub_lock);
+	loop_wake(c->loop);
+	return 0;
+}
+
+/* --- completion ---------------------------------------------------------- */
+
+static void write_finished(struct rmr_client *c, struct slot *s);
+
+static void complete(struct rmr_client *c, struct slot *s, int status)
+{
+	bool was_write = s->io.kind == RMR_IO_WRITE;
+
+	s->io.cb(s->io.priv, status);
+	if (was_write)
+		write_finished(c, s);
+	release_slot(c, s);
+}
+
+/* --- sending ------------------------------------------------------------- */
+
+/* Encode and send one leg of @s to @m; the data iovs follow the header. */
+static int send_leg(struct rmr_client *c, struct slot *s, struct member *m, unsigned type,
+		    uint64_t missed)
+{
+	struct leg *leg = &s->legs[m->index];
+	bool data = type == RMR_MSG_WRITE && s->data_len;
+	struct rmr_msg msg = {
+		.type = type,
+		.pool_uuid = c->uuid,
+		.op = s->io.op,
+		.op_flags = s->io.op_flags,
+		.slot = s->index,
+		.seq = s->seq,
+		.map_ver = c->map_ver,
+		.addr = s->io.addr,
+		.len = type == RMR_MSG_MAP_ADD ? 0 : s->io.len,
+		.payload_len = data ? s->data_len : 0,
+		.missed = missed,
+	};
+	struct iovec iov[4] = { { .iov_base = &leg->hdr, .iov_len = sizeof(leg->hdr) } };
+	int n = 1, ret;
+
+	if (type == RMR_MSG_MAP_ADD)
+		msg.addr = 0;
+	rmr_wire_encode(&leg->hdr, &msg);
+	if (data) {
+		/* The transport takes four pieces: the header and at most three of data. */
+		if (s->io.iovcnt > 3) {
+			iov[n].iov_base = s->bounce;
+			iov[n++].iov_len = s->data_len;
+		} else {
+			for (unsigned i = 0; i < s->io.iovcnt; i++)
+				iov[n++] = s->iov[i];
+		}
+	}
+	ret = member_send(m, iov, n, leg);
+	if (ret < 0)
+		return ret;
+	leg->sending = true;
+	leg->waiting = true;
+	leg->status = 0;
+	leg->deadline = loop_now(c->loop) + c->opts.request_timeout_ms * NS_PER_MS;
+	s->legs_mask |= bit(m->index);
+	m->inflight++;
+	return 0;
+}
+
+static void slot_progress(struct rmr_client *c, struct slot *s);
+
+static void dispatch_read(struct rmr_client *c, struct slot *s)
+{
+	for (unsigned n = 0; n < c->nmembers; n++) {
+		unsigned i = (c->rr_next + n) % c->nmembers;
+		struct member *m = &c->members[i];
+
+		if (m->state != RMR_MEMBER_NORMAL || (s->tried_mask & bit(i)))
+			continue;
+		c->rr_next = (i + 1) % c->nmembers;
+		s->tried_mask |= bit(i);
+		s->legs_mask = 0;
+		if (send_leg(c, s, m, RMR_MSG_READ, 0) == 0) {
+			s->phase = SLOT_SENT;
+			return;
+		}
+		member_fail(m, "send failed");
+	}
+	complete(c, s, s->first_err ? s->first_err : -EIO);
+}
+
+static void dispatch_write(struct rmr_client *c, struct slot *s)
+{
+	uint64_t normal = normal_ids(c), failed = 0;
+
+	s->phase = SLOT_SENT;
+	s->legs_mask = 0;
+	/* Every member of the pool that is not NORMAL misses this write. */
+	s->missed_ids = c->members_ids & ~normal;
+	c->missed_ids |= s->missed_ids;
+	for (unsigned i = 0; i < c->nmembers; i++) {
+		struct member *m = &c->members[i];
+		int ret;
+
+		if (m->state != RMR_MEMBER_NORMAL)
+			continue;
+		ret = send_leg(c, s, m, RMR_MSG_WRITE, s->missed_ids);
+		if (ret < 0)
+			failed |= bit(i);
+	}
+	for (unsigned i = 0; i < c->nmembers; i++)
+		if (failed & bit(i))
+			member_fail(&c->members[i], "send failed");
+	if (!s->legs_mask) {
+		complete(c, s, -EIO);
+		return;
+	}
+	slot_progress(c, s);
+}
+
+/* Writes are ordered by range: a write waits for every earlier overlapping one. */
+static void write_enqueue(struct rmr_client *c, struct slot *s)
+{
+	s->deps = 0;
+	for (struct slot *w = c->writes_head; w; w = w->next) {
+		if (overlaps(w, s)) {
+			s->deps++;
+			w->has_dependents = true;
+		}
+	}
+	s->next = NULL;
+	s->prev = c->writes_tail;
+	if (c->writes_tail)
+		c->writes_tail->next = s;
+	else
+		c->writes_head = s;
+	c->writes_tail = s;
+	if (s->deps == 0)
+		dispatch_write(c, s);
+	else
+		s->phase = SLOT_BLOCKED;
+}
+
+static void write_finished(struct rmr_client *c, struct slot *s)
+{
+	struct slot *ready = NULL, **tail = &ready;
+
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		c->writes_head = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	else
+		c->writes_tail = s->prev;
+
+	if (!s->has_dependents)
+		return;
+	/*
+	 * Dependents come after @s in the list. Collect the ones now free
+	 * first: dispatching may complete a write and change the list.
+	 */
+	for (struct slot *w = s->next; w; w = w->next) {
+		if (w->phase == SLOT_BLOCKED && overlaps(w, s) && --w->deps == 0) {
+			w->ready_next = NULL;
+			*tail = w;
+			tail = &w->ready_next;
+		}
+	}
+	while (ready) {
+		struct slot *w = ready;
+
+		ready = w->ready_next;
+		dispatch_write(c, w);
+	}
+}
+
+void client_io_drain_submissions(struct rmr_client *c)
+{
+	struct slot *s, *next;
+
+	pthread_mutex_lock(&c->sub_lock);
+	s = c->sub_head;
+	c->sub_head = c->sub_tail = NULL;
+	pthread_mutex_unlock(&c->sub_lock);
+
+	for (; s; s = next) {
+		next = s->next;
+		if (s->io.kind == RMR_IO_READ)
+			dispatch_read(c, s);
+		else
+			write_enqueue(c, s);
+	}
+}
+
+/* --- answers -------------------------------------------------------------- */
+
+static void copy_to_iov(struct slot *s, const void *src, uint32_t len)
+{
+	const char *p = src;
+
+	for (unsigned i = 0; i < s->io.iovcnt && len; i++) {
+		size_t n = RMR_MIN(len, s->iov[i].iov_len);
+
+		memcpy(s->iov[i].iov_base, p, n);
+		p += n;
+		len -= (uint32_t)n;
+	}
+}
+
+static void note_error(struct slot *s, int status)
+{
+	if (!s->first_err)
+		s->first_err = status;
+}
+
+/* Ask the members that have the write to record the ones that missed it. */
+static void start_map_add(struct rmr_client *c, struct slot *s, uint64_t new_missed)
+{
+	uint64_t sent = 0;
+
+	s->phase = SLOT_MAP_ADD;
+	s->missed_ids |= new_missed;
+	c->missed_ids |= new_missed;
+	s->legs_mask = 0;
+	for (unsigned i = 0; i < c->nmembers; i++) {
+		struct member *m = &c->members[i];
+
+		if (!(s->ok_mask & bit(i)) || m->state != RMR_MEMBER_NORMAL)
+			continue;
+		if (send_leg(c, s, m, RMR_MSG_MAP_ADD, s->missed_ids) == 0)
+			sent |= bit(i);
+	}
+	s->ok_mask = 0;
+	if (!sent)
+		complete(c, s, -EIO);
+}
+
+static void finish_write_phase(struct rmr_client *c, struct slot *s)
+{
+	uint64_t ok = 0, failed_ids = 0;
+	unsigned nok = 0;
+	int req_err = 0;
+
+	for (unsigned i = 0; i < c->nmembers; i++) {
+		struct leg *leg = &s->legs[i];
+		struct member *m = &c->members[i];
+
+		if (!(s->legs_mask & bit(i)))
+			continue;
+		if (leg->status == 0) {
+			ok |= bit(i);
+			nok++;
+			continue;
+		}
+		note_error(s, leg->status);
+		if (is_request_error(leg->status)) {
+			req_err = leg->status;
+			continue;
+		}
+		failed_ids |= bit(m->id);
+		if (m->state == RMR_MEMBER_NORMAL)
+			member_fail(m, "write failed on member");
+	}
+	s->ok_mask = ok;
+
+	if (s->phase == SLOT_MAP_ADD) {
+		complete(c, s, nok >= c->opts.min_legs ? 0 : -EIO);
+		return;
+	}
+	if (!nok) {
+		complete(c, s, req_err ? req_err : (s->first_err ? s->first_err : -EIO));
+		return;
+	}
+	if (failed_ids) {
+		start_map_add(c, s, failed_ids);
+		return;
+	}
+	complete(c, s, nok >= c->opts.min_legs ? 0 : -EIO);
+}
+
+/* Called whenever a leg changed; completes the phase once nothing is pending. */
+static void slot_progress(struct rmr_client *c, struct slot *s)
+{
+	for (unsigned i = 0; i < c->nmembers; i++)
+		if ((s->legs_mask & bit(i)) && (s->legs[i].sending || s->legs[i].waiting))
+			return;
+
+	if (s->io.kind == RMR_IO_READ) {
+		for (unsigned i = 0; i < c->nmembers; i++) {
+			if (!(s->legs_mask & bit(i)))
+				continue;
+			if (s->legs[i].status == 0) {
+				complete(c, s, 0);
+				return;
+			}
+			note_error(s, s->legs[i].status);
+			if (is_request_error(s->legs[i].status)) {
+				complete(c, s, s->legs[i].status);
+				return;
+			}
+		}
+		dispatch_read(c, s); /* retry on another member, or fail */
+		return;
+	}
+	finish_write_phase(c, s);
+}
+
+void client_io_on_response(struct rmr_client *c, struct member *m, const struct rmr_msg *msg)
+{
+	struct slot *s;
+	struct leg *leg;
+	unsigned want;
+
+	if (msg->slot >= c->qd) {
+		member_fail(m, "answer for a slot that does not exist");
+		return;
+	}
+	s = &c->slots[msg->slot];
+	leg = &s->legs[m->index];
+	want = s->phase == SLOT_MAP_ADD ? RMR_MSG_MAP_ADD_RSP
+	       : s->io.kind == RMR_IO_READ ? RMR_MSG_READ_RSP : RMR_MSG_WRITE_RSP;
+	if (s->seq != msg->seq || !(s->legs_mask & bit(m->index)) || !leg->waiting ||
+	    msg->type != want || (s->phase != SLOT_SENT && s->phase != SLOT_MAP_ADD)) {
+		member_fail(m, "answer to no request in flight");
+		return;
+	}
+	if (msg->type == RMR_MSG_READ_RSP && msg->status == 0 && msg->len != s->io.len) {
+		member_fail(m, "read answer of the wrong length");
+		return;
+	}
+	leg->waiting = false;
+	leg->status = msg->status;
+	m->inflight--;
+	if (msg->status == 0) {
+		if (msg->type == RMR_MSG_READ_RSP) {
+			copy_to_iov(s, msg->payload, msg->payload_len);
+			m->reads++;
+			m->read_bytes += msg->payload_len;
+		} else if (msg->type == RMR_MSG_WRITE_RSP) {
+			m->writes++;
+			m->write_bytes += s->data_len;
+		}
+	} else {
+		m->errors++;
+		if (msg->type == RMR_MSG_READ_RSP && !is_request_error(msg->status))
+			member_fail(m, "read failed on member");
+	}
+	slot_progress(c, s);
+}
+
+void client_io_on_send_done(struct rmr_client *c, struct member *m, struct leg *leg, int status)
+{
+	struct slot *s = leg_slot(m, leg);
+
+	if (!leg->sending)
+		return;
+	leg->sending = false;
+	if (status < 0 && leg->waiting) {
+		leg->waiting = false;
+		leg->status = -EIO;
+		m->inflight--;
+	}
+	slot_progress(c, s);
+	(void)c;
+}
+
+void client_io_member_lost(struct rmr_client *c, struct member *m)
+{
+	for (uint32_t n = 0; n < c->qd; n++) {
+		struct slot *s = &c->slots[n];
+		struct leg *leg = &s->legs[m->index];
+
+		if ((s->phase != SLOT_SENT && s->phase != SLOT_MAP_ADD) ||
+		    !(s->legs_mask & bit(m->index)) || (!leg->waiting && !leg->sending))
+			continue;
+		/* The connection is closed: its sends are abandoned, answers will not come. */
+		leg->sending = false;
+		if (leg->waiting) {
+			leg->waiting = false;
+			leg->status = -EIO;
+		}
+		slot_progress(c, s);
+	}
+	m->inflight = 0;
+}
+
+void client_io_check_deadlines(struct rmr_client *c, uint64_t now)
+{
+	for (uint32_t n = 0; n < c->qd; n++) {
+		struct slot *s = &c->slots[n];
+
+		if (s->phase != SLOT_SENT && s->phase != SLOT_MAP_ADD)
+			continue;
+		for (unsigned i = 0; i < c->nmembers; i++) {
+			struct leg *leg = &s->legs[i];
+
+			if ((s->legs_mask & bit(i)) && leg->waiting && now > leg->deadline) {
+				member_fail(&c->members[i], "request timeout");
+				break;
+			}
+		}
+	}
+}

@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "loop.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+/* Polled transports (no wait fd): spin this long after the last event, then nap. */
+#define LOOP_SPIN_NS (200 * 1000ull)
+#define LOOP_NAP_MS 1
+
+struct loop_call {
+	void (*fn)(void *arg);
+	void *arg;
+	bool done;
+	struct loop_call *next;
+};
+
+struct loop {
+	const struct loop_ops *ops;
+	void *ctx;
+	uint64_t tick_ns;
+	const struct rmr_transport_ops *tops;
+	void *tp;
+	int epfd;
+	int wakefd;
+	pthread_t thread;
+	bool running;
+	atomic_bool stop;
+	atomic_bool wake_pending;
+	uint64_t now;
+
+	pthread_mutex_t call_lock;
+	pthread_cond_t call_done;
+	struct loop_call *calls;
+};
+
+uint64_t loop_clock_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int loop_create(const struct loop_ops *ops, void *ctx, unsigned tick_ms, struct loop **out)
+{
+	struct loop *l = calloc(1, sizeof(*l));
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	if (!l)
+		return -ENOMEM;
+	l->ops = ops;
+	l->ctx = ctx;
+	l->tick_ns = (uint64_t)(tick_ms ? tick_ms : 50) * 1000000ull;
+	l->epfd = epoll_create1(EPOLL_CLOEXEC);
+	l->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (l->epfd < 0 || l->wakefd < 0)
+		goto fail;
+	ev.data.fd = l->wakefd;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev) < 0)
+		goto fail;
+	pthread_mutex_init(&l->call_lock, NULL);
+	pthread_cond_init(&l->call_done, NULL);
+	l->now = loop_clock_ns();
+	*out = l;
+	return 0;
+fail:;
+	int err = -errno;
+	if (l->epfd >= 0)
+		close(l->epfd);
+	if (l->wakefd >= 0)
+		close(l->wakefd);
+	free(l);
+	return err;
+}
+
+void loop_set_transport(struct loop *l, const struct rmr_transport_ops *tops, void *tp)
+{
+	l->tops = tops;
+	l->tp = tp;
+}
+
+bool loop_on_thread(struct loop *l)
+{
+	return l->running && pthread_equal(pthread_self(), l->thread);
+}
+
+uint64_t loop_now(struct loop *l)
+{
+	return l->now;
+}
+
+void loop_wake(struct loop *l)
+{
+	uint64_t one = 1;
+
+	if (atomic_exchange(&l->wake_pending, true))
+		return;
+	if (write(l->wakefd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_err("loop: eventfd write failed: %s", strerror(errno));
+}
+
+static void run_calls(struct loop *l)
+{
+	struct loop_call *list;
+
+	pthread_mutex_lock(&l->call_lock);
+	list = l->calls;
+	l->calls = NULL;
+	pthread_mutex_unlock(&l->call_lock);
+	while (list) {
+		struct loop_call *next = list->next;
+
+		list->fn(list->arg);
+		pthread_mutex_lock(&l->call_lock);
+		list->done = true;
+		pthread_cond_broadcast(&l->call_done);
+		pthread_mutex_unlock(&l->call_lock);
+		list = next;
+	}
+}
+
+void loop_call(struct loop *l, void (*fn)(void *arg), void *arg)
+{
+	struct loop_call call = { .fn = fn, .arg = arg };
+
+	if (!l->running) {
+		fn(arg);
+		return;
+	}
+	pthread_mutex_lock(&l->call_lock);
+	call.next = l->calls;
+	l->calls = &call;
+	pthread_mutex_unlock(&l->call_lock);
+	/* Force the eventfd write: a pending wake may already have been consumed. */
+	atomic_store(&l->wake_pending, false);
+	loop_wake(l);
+	pthread_mutex_lock(&l->call_lock);
+	while (!call.done)
+		pthread_cond_wait(&l->call_done, &l->call_lock);
+	pthread_mutex_unlock(&l->call_lock);
+}
+
+static void handle_wake(struct loop *l)
+{
+	uint64_t v;
+
+	if (read(l->wakefd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_err("loop: eventfd read failed: %s", strerror(errno));
+	atomic_store(&l->wake_pending, false);
+	run_calls(l);
+	l->ops->wake(l->ctx);
+}
+
+static void *loop_thread(void *arg)
+{
+	struct loop *l = arg;
+	int tfd = l->tops && l->tops->wait_fd ? l->tops->wait_fd(l->tp) : -1;
+	uint64_t next_tick = loop_clock_ns() + l->tick_ns;
+	uint64_t last_event = loop_clock_ns();
+
+	if (tfd >= 0) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.fd = tfd };
+
+		if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, tfd, &ev) < 0) {
+			log_err("loop: cannot watch transport fd: %s", strerror(errno));
+			tfd = -1;
+		}
+	}
+
+	while (!atomic_load(&l->stop)) {
+		int events = 0, timeout_ms;
+		struct epoll_event evs[4];
+
+		l->now = loop_clock_ns();
+		if (l->tops)
+			events = l->tops->progress(l->tp);
+		if (atomic_load(&l->wake_pending)) {
+			handle_wake(l);
+			events++;
+		}
+		l->now = loop_clock_ns();
+		if (l->now >= next_tick) {
+			l->ops->tick(l->ctx, l->now);
+			next_tick = l->now + l->tick_ns;
+		}
+		if (events > 0) {
+			last_event = l->now;
+			continue;
+		}
+
+		timeout_ms = (int)((next_tick - l->now) / 1000000ull) + 1;
+		if (tfd < 0 && l->tops) {
+			/* Polled transport: spin briefly after activity, then nap. */
+			if (l->now - last_event < LOOP_SPIN_NS)
+				timeout_ms = 0;
+			else if (timeout_ms > LOOP_NAP_MS)
+				timeout_ms = LOOP_NAP_MS;
+		} else if (l->tops && l->tops->trywait(l->tp) != 0) {
+			continue;
+		}
+		int n = epoll_wait(l->epfd, evs, 4, timeout_ms);
+		for (int i = 0; i < n; i++)
+			if (evs[i].data.fd == l->wakefd)
+				atomic_store(&l->wake_pending, true);
+	}
+	/* Serve loop_call()s that raced with stop. */
+	run_calls(l);
+	return NULL;
+}
+
+int loop_start(struct loop *l, const char *thread_name)
+{
+	int err;
+
+	atomic_store(&l->stop, false);
+	l->running = true;
+	err = pthread_create(&l->thread, NULL, loop_thread, l);
+	if (err) {
+		l->running = false;
+		return -err;
+	}
+	if (thread_name) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "%s", thread_name);
+		pthread_setname_np(l->thread, name);
+	}
+	return 0;
+}
+
+void loop_stop(struct loop *l)
+{
+	if (!l->running)
+		return;
+	atomic_store(&l->stop, true);
+	atomic_store(&l->wake_pending, false);
+	loop_wake(l);
+	pthread_join(l->thread, NULL);
+	l->running = false;
+}
+
+void loop_destroy(struct loop *l)
+{
+	if (!l)
+		return;
+	loop_stop(l);
+	close(l->epfd);
+	close(l->wakefd);
+	pthread_mutex_destroy(&l->call_lock);
+	pthread_cond_destroy(&l->call_done);
+	free(l);
+}

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The event loop that drives one client pool or one server: a thread that
+ * makes transport progress, runs a periodic tick (heartbeats, deadlines,
+ * reconnects) and runs work posted from other threads. The replication core
+ * never blocks or reads the clock itself: it is called from here with the
+ * time of the current iteration.
+ */
+#ifndef RMR_CORE_LOOP_H
+#define RMR_CORE_LOOP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rmr/transport.h>
+
+struct loop;
+
+struct loop_ops {
+	/* Work was posted with loop_wake(): drain your queues. */
+	void (*wake)(void *ctx);
+	/* Periodic tick with the current time. */
+	void (*tick)(void *ctx, uint64_t now_ns);
+};
+
+int loop_create(const struct loop_ops *ops, void *ctx, unsigned tick_ms, struct loop **out);
+/* Attach the transport instance the loop makes progress on (before loop_start). */
+void loop_set_transport(struct loop *l, const struct rmr_transport_ops *tops, void *tp);
+int loop_start(struct loop *l, const char *thread_name);
+/* Stop the thread and wait for it (not from the loop thread). */
+void loop_stop(struct loop *l);
+void loop_destroy(struct loop *l);
+
+/* Ask the loop to call ops->wake soon. Any thread; cheap when already pending. */
+void loop_wake(struct loop *l);
+/* Run fn(arg) on the loop thread and wait for it. Not from the loop thread. */
+void loop_call(struct loop *l, void (*fn)(void *arg), void *arg);
+bool loop_on_thread(struct loop *l);
+/* Time of the current iteration (monotonic ns); valid on the loop thread. */
+uint64_t loop_now(struct loop *l);
+/* Monotonic clock in ns. */
+uint64_t loop_clock_ns(void);
+
+#endif

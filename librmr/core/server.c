@@ -1,0 +1,942 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Server: sessions from clients, pools served from consumer stores.
+ *
+ * Each request is handled in the receive buffer it arrived in: a write's
+ * payload is applied from it, a read is read into it, and the answer is sent
+ * from it. The buffer goes back to the transport when the answer's send
+ * completes, so the data path allocates nothing.
+ *
+ * Before a write that names members that missed it (or a newer map version)
+ * is applied, the member records that durably in its metadata blob: a write
+ * acknowledged by this member implies the record survives a crash.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "compiler.h"
+#include "log.h"
+#include "loop.h"
+#include "wire.h"
+#include <rmr/server.h>
+#include <rmr/transport.h>
+
+#define DEF_QUEUE_DEPTH 128
+#define MAX_QUEUE_DEPTH 1024
+#define DEF_MAX_IO (128u * 1024)
+#define DEF_HEARTBEAT_MS 250
+#define DEF_FAILURE_MS 2000
+#define NS_PER_MS 1000000ull
+#define HDR_LEN sizeof(struct rmr_wire_hdr)
+
+/* librmr's metadata blob, version 1: what a member must remember across restarts. */
+#define META_MAGIC 0x4d524d52u /* "RMRM" */
+#define META_VERSION 1
+struct meta_v1 {
+	rmr_le32 magic;
+	rmr_le32 version;
+	rmr_le64 map_ver;   /* highest map version seen */
+	rmr_le64 missed;    /* member ids known to have missed writes */
+	rmr_le64 reserved;  /* zero */
+};
+_Static_assert(sizeof(struct meta_v1) == 32, "meta blob size");
+#define META_MAX (4u << 20)
+
+enum send_kind { SEND_REQ = 1, SEND_CTRL = 2 };
+
+struct srv_session;
+
+struct srv_req {
+	struct rmr_store_io io;      /* handed to the store; first for container_of */
+	uint8_t kind;                /* SEND_REQ: send op_ctx points here */
+	struct srv_session *sess;
+	void *buf, *rx;              /* the receive buffer it arrived in */
+	unsigned type;               /* request message type */
+	uint32_t slot, seq;
+	int status;
+	bool busy;                   /* between arrival and answer sent */
+	bool in_store;               /* the store has it */
+	struct srv_req *done_next;   /* completions from other threads */
+};
+
+struct srv_ctrl {
+	uint8_t kind;                /* SEND_CTRL */
+	struct rmr_wire_hdr hdr;
+	struct rmr_wire_hello_rsp body;
+	bool sending;
+};
+
+struct srv_pool {
+	struct rmr_server *srv;
+	char name[RMR_NAME_MAX + 1];
+	struct rmr_pool_params params;
+	struct rmr_store_ops ops;
+	void *store;
+	uint64_t map_ver;
+	uint64_t missed;
+	bool removing;
+	uint64_t reads, writes, read_bytes, write_bytes, errors, meta_saves;
+};
+
+struct srv_session {
+	struct rmr_server *srv;
+	struct rmr_conn *conn;
+	struct srv_pool *pool;       /* NULL until the hello */
+	struct srv_session *next, *prev;
+	uint64_t created, last_rx, last_tx;
+	uint32_t qd, max_io;
+	uint32_t role;
+	bool dead;                   /* closing: waits for the store, then freed */
+	bool close_after_send;       /* refused hello: close once the answer left */
+	unsigned in_store;
+	struct srv_req *reqs;        /* qd request slots */
+	struct srv_req *map_reqs;    /* qd MAP_ADD slots (same index as the write) */
+	struct srv_ctrl hello_rsp, heartbeat;
+};
+
+struct rmr_server {
+	struct rmr_server_opts opts;
+	char listen_addr[RMR_ADDR_MAX + 1];
+	char name[RMR_ADDR_MAX + 1];
+	const struct rmr_transport_ops *tops;
+	void *tp;
+	struct loop *loop;
+	uint64_t incarnation;
+	struct srv_pool *pools[RMR_SERVER_MAX_POOLS];
+	struct srv_session *sessions;
+	uint32_t nsessions;
+	uint64_t rejected;
+
+	pthread_mutex_t done_lock;
+	struct srv_req *done_head;
+};
+
+/* --- metadata blob -------------------------------------------------------- */
+
+RMR_EXPORT size_t rmr_server_meta_max(void)
+{
+	return META_MAX;
+}
+
+static int meta_save(struct srv_pool *p)
+{
+	struct meta_v1 m = {
+		.magic = cpu_to_le32(META_MAGIC),
+		.version = cpu_to_le32(META_VERSION),
+		.map_ver = cpu_to_le64(p->map_ver),
+		.missed = cpu_to_le64(p->missed),
+	};
+	int ret;
+
+	if (!p->ops.meta_save)
+		return 0;
+	ret = p->ops.meta_save(p->store, &m, sizeof(m));
+	if (ret < 0)
+		log_err("pool=%s member=%u: saving metadata failed: %s", p->name,
+			p->params.member_id, strerror(-ret));
+	else
+		p->meta_saves++;
+	return ret;
+}
+
+static int meta_load(struct srv_pool *p)
+{
+	struct meta_v1 m;
+	size_t len = 0;
+	int ret;
+
+	p->map_ver = 1;
+	p->missed = 0;
+	if (!p->ops.meta_load)
+		return 0;
+	ret = p->ops.meta_load(p->store, &m, sizeof(m), &len);
+	if (ret < 0)
+		return ret;
+	if (len == 0)
+		return 0; /* never saved: a fresh member */
+	if (len != sizeof(m) || le32_to_cpu(m.magic) != META_MAGIC ||
+	    le32_to_cpu(m.version) != META_VERSION || le64_to_cpu(m.reserved) != 0 ||
+	    (le64_to_cpu(m.missed) & 1)) {
+		log_err("pool=%s member=%u: metadata blob is corrupt or of an unknown version",
+			p->name, p->params.member_id);
+		return -EBADMSG;
+	}
+	p->map_ver = le64_to_cpu(m.map_ver);
+	p->missed = le64_to_cpu(m.missed);
+	return 0;
+}
+
+/*
+ * Record what a message says about the pool (who missed writes, the map
+ * version) before acting on it. Returns 0, or -errno if it could not be made
+ * durable.
+ */
+static int pool_note(struct srv_pool *p, uint64_t map_ver, uint64_t missed)
+{
+	/* A member never records itself: it only gets writes while it is current. */
+	missed &= ~(1ull << p->params.member_id);
+	if (map_ver <= p->map_ver && !(missed & ~p->missed))
+		return 0;
+	if (missed & ~p->missed)
+		log_notice("pool=%s member=%u: recording members 0x%llx as having missed writes",
+			   p->name, p->params.member_id, (unsigned long long)(missed & ~p->missed));
+	p->map_ver = RMR_MAX(p->map_ver, map_ver);
+	p->missed |= missed;
+	return meta_save(p);
+}
+
+/* --- sessions -------------------------------------------------------------- */
+
+static void session_free(struct srv_session *sess)
+{
+	struct rmr_server *s = sess->srv;
+
+	for (uint32_t i = 0; sess->reqs && i < sess->qd; i++) {
+		if (sess->reqs[i].rx)
+			s->tops->recv_release(s->tp, sess->conn, sess->reqs[i].rx);
+		if (sess->map_reqs[i].rx)
+			s->tops->recv_release(s->tp, sess->conn, sess->map_reqs[i].rx);
+	}
+	if (sess->conn)
+		s->tops->close(s->tp, sess->conn);
+	if (sess->prev)
+		sess->prev->next = sess->next;
+	else
+		s->sessions = sess->next;
+	if (sess->next)
+		sess->next->prev = sess->prev;
+	s->nsessions--;
+	free(sess->reqs);
+	free(sess->map_reqs);
+	free(sess);
+}
+
+/* Close a session; it is freed once the store gave back every request. */
+static void session_close(struct srv_session *sess, const char *reason)
+{
+	struct rmr_server *s = sess->srv;
+
+	if (!sess->dead)
+		log_info("%s: session%s%s closed: %s", s->name, sess->pool ? " of pool=" : "",
+			 sess->pool ? sess->pool->name : "", reason);
+	sess->dead = true;
+	if (sess->in_store == 0)
+		session_free(sess);
+}
+
+static void session_reject(struct srv_session *sess, const char *why)
+{
+	sess->srv->rejected++;
+	log_warn("%s: refusing session: %s", sess->srv->name, why);
+	session_close(sess, why);
+}
+
+static int session_send(struct srv_session *sess, void *buf, size_t len, void *op_ctx)
+{
+	struct rmr_server *s = sess->srv;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	int ret = s->tops->send(s->tp, sess->conn, &iov, 1, op_ctx);
+
+	if (ret == 0)
+		sess->last_tx = loop_now(s->loop);
+	return ret;
+}
+
+static void ctrl_send(struct srv_session *sess, struct srv_ctrl *cm, unsigned type, int status,
+		      size_t body_len)
+{
+	struct rmr_msg msg = {
+		.type = type,
+		.sender_id = sess->pool ? sess->pool->params.member_id : 0,
+		.map_ver = sess->pool ? sess->pool->map_ver : 0,
+		.payload_len = (uint32_t)body_len,
+		.status = status,
+	};
+	struct iovec iov[2] = {
+		{ .iov_base = &cm->hdr, .iov_len = HDR_LEN },
+		{ .iov_base = &cm->body, .iov_len = body_len },
+	};
+
+	if (cm->sending)
+		return;
+	if (sess->pool) {
+		msg.pool_uuid = sess->pool->params.uuid;
+		if (type == RMR_MSG_HELLO_RSP && status == 0)
+			msg.missed = sess->pool->missed;
+	}
+	cm->kind = SEND_CTRL;
+	rmr_wire_encode(&cm->hdr, &msg);
+	if (sess->srv->tops->send(sess->srv->tp, sess->conn, iov, body_len ? 2 : 1, &cm->kind) == 0) {
+		cm->sending = true;
+		sess->last_tx = loop_now(sess->srv->loop);
+	}
+}
+
+static struct srv_pool *find_pool(struct rmr_server *s, const rmr_uuid *uuid, const char *name)
+{
+	static const rmr_uuid zero;
+	bool by_uuid = memcmp(uuid, &zero, sizeof(zero)) != 0;
+
+	for (unsigned i = 0; i < RMR_SERVER_MAX_POOLS; i++) {
+		struct srv_pool *p = s->pools[i];
+
+		if (!p || p->removing)
+			continue;
+		if (by_uuid ? !memcmp(&p->params.uuid, uuid, sizeof(*uuid)) : !strcmp(p->name, name))
+			return p;
+	}
+	return NULL;
+}
+
+/* @h was decoded from a HELLO for @uuid; its receive buffer is already released. */
+static void on_hello(struct srv_session *sess, const rmr_uuid *uuid, const struct rmr_hello *hp)
+{
+	struct rmr_server *s = sess->srv;
+	struct rmr_hello h = *hp;
+	struct rmr_hello_rsp rsp;
+	struct srv_pool *p;
+	char why[128];
+
+	p = find_pool(s, uuid, h.pool_name);
+	if (!p || strcmp(p->name, h.pool_name)) {
+		snprintf(why, sizeof(why), "no pool '%s' with that UUID here", h.pool_name);
+		s->rejected++;
+		log_warn("%s: refusing session: %s", s->name, why);
+		sess->close_after_send = true;
+		ctrl_send(sess, &sess->hello_rsp, RMR_MSG_HELLO_RSP, -ENOENT, 0);
+		if (!sess->hello_rsp.sending)
+			session_close(sess, why);
+		return;
+	}
+	sess->qd = RMR_MIN(h.queue_depth, s->opts.queue_depth);
+	sess->max_io = RMR_MIN(h.max_io_size, s->opts.max_io_size);
+	sess->role = h.role;
+	sess->reqs = calloc(sess->qd, sizeof(*sess->reqs));
+	sess->map_reqs = calloc(sess->qd, sizeof(*sess->map_reqs));
+	if (!sess->reqs || !sess->map_reqs) {
+		session_close(sess, "out of memory");
+		return;
+	}
+	for (uint32_t i = 0; i < sess->qd; i++) {
+		sess->reqs[i].kind = sess->map_reqs[i].kind = SEND_REQ;
+		sess->reqs[i].sess = sess->map_reqs[i].sess = sess;
+	}
+	sess->pool = p;
+	memset(&rsp, 0, sizeof(rsp));
+	rsp.member_id = p->params.member_id;
+	rsp.chunk_size = p->params.chunk_size;
+	rsp.pool_size = p->params.pool_size;
+	rsp.map_ver = p->map_ver;
+	rsp.missed = p->missed;
+	rsp.members = p->params.members_mask;
+	rsp.queue_depth = sess->qd;
+	rsp.max_io_size = sess->max_io;
+	rsp.incarnation = s->incarnation;
+	snprintf(rsp.pool_name, sizeof(rsp.pool_name), "%s", p->name);
+	rmr_wire_encode_hello_rsp(&sess->hello_rsp.body, &rsp);
+	ctrl_send(sess, &sess->hello_rsp, RMR_MSG_HELLO_RSP, 0, sizeof(sess->hello_rsp.body));
+	log_info("pool=%s member=%u: %s session open (queue depth %u, max io %u)", p->name,
+		 p->params.member_id, h.role == RMR_ROLE_CLIENT ? "client" : "peer", sess->qd,
+		 sess->max_io);
+}
+
+/* --- requests -------------------------------------------------------------- */
+
+static void req_answer(struct srv_req *req, unsigned type, int status, uint32_t payload_len)
+{
+	struct srv_session *sess = req->sess;
+	struct srv_pool *p = sess->pool;
+	struct rmr_msg msg = {
+		.type = type,
+		.pool_uuid = p->params.uuid,
+		.sender_id = p->params.member_id,
+		.slot = req->slot,
+		.seq = req->seq,
+		.map_ver = p->map_ver,
+		.addr = req->io.addr,
+		.len = req->io.len,
+		.payload_len = status == 0 ? payload_len : 0,
+		.status = status,
+	};
+
+	rmr_wire_encode(req->buf, &msg);
+	if (session_send(sess, req->buf, HDR_LEN + msg.payload_len, &req->kind) < 0)
+		session_close(sess, "send failed");
+}
+
+static void req_done(struct srv_req *req)
+{
+	struct srv_session *sess = req->sess;
+	struct srv_pool *p = sess->pool;
+	bool read = req->type == RMR_MSG_READ;
+
+	req->in_store = false;
+	sess->in_store--;
+	if (sess->dead) {
+		if (sess->in_store == 0)
+			session_free(sess);
+		return;
+	}
+	if (req->status == 0) {
+		if (read) {
+			p->reads++;
+			p->read_bytes += req->io.len;
+		} else {
+			p->writes++;
+			p->write_bytes += req->io.data_len;
+		}
+	} else {
+		p->errors++;
+	}
+	req_answer(req, read ? RMR_MSG_READ_RSP : RMR_MSG_WRITE_RSP, req->status,
+		   read ? req->io.len : 0);
+}
+
+RMR_EXPORT void rmr_store_io_done(struct rmr_store_io *io, int status)
+{
+	struct srv_req *req = rmr_container_of(io, struct srv_req, io);
+	struct rmr_server *s = req->sess->srv;
+
+	req->status = status > 0 ? 0 : status;
+	if (loop_on_thread(s->loop)) {
+		req_done(req);
+		return;
+	}
+	pthread_mutex_lock(&s->done_lock);
+	req->done_next = s->done_head;
+	s->done_head = req;
+	pthread_mutex_unlock(&s->done_lock);
+	loop_wake(s->loop);
+}
+
+/* Check a request against the session and pool; returns a reason or NULL. */
+static const char *request_invalid(struct srv_session *sess, const struct rmr_msg *msg)
+{
+	struct srv_pool *p = sess->pool;
+
+	if (!p)
+		return "request before hello";
+	if (memcmp(&msg->pool_uuid, &p->params.uuid, sizeof(rmr_uuid)))
+		return "request for another pool";
+	if (msg->slot >= sess->qd)
+		return "slot beyond the queue depth";
+	if (msg->type == RMR_MSG_MAP_ADD)
+		return sess->map_reqs[msg->slot].busy ? "MAP_ADD slot already busy" : NULL;
+	if (sess->reqs[msg->slot].busy)
+		return "slot already busy";
+	if (msg->addr > p->params.pool_size || msg->len > p->params.pool_size - msg->addr)
+		return "range beyond the pool";
+	if ((msg->type == RMR_MSG_READ || msg->payload_len) && msg->len > sess->max_io)
+		return "request larger than the session's max io";
+	return NULL;
+}
+
+static void on_request(struct srv_session *sess, const struct rmr_msg *msg, void *buf, void *rx)
+{
+	struct srv_pool *p = sess->pool;
+	const char *bad = request_invalid(sess, msg);
+	struct srv_req *req;
+	int ret;
+
+	if (bad) {
+		sess->srv->tops->recv_release(sess->srv->tp, sess->conn, rx);
+		session_reject(sess, bad);
+		return;
+	}
+	req = msg->type == RMR_MSG_MAP_ADD ? &sess->map_reqs[msg->slot] : &sess->reqs[msg->slot];
+	req->busy = true;
+	req->buf = buf;
+	req->rx = rx;
+	req->type = msg->type;
+	req->slot = msg->slot;
+	req->seq = msg->seq;
+	req->status = 0;
+	req->io.kind = msg->type == RMR_MSG_READ ? RMR_IO_READ : RMR_IO_WRITE;
+	req->io.op = msg->op;
+	req->io.op_flags = msg->op_flags;
+	req->io.addr = msg->addr;
+	req->io.len = msg->len;
+	req->io.data = NULL;
+	req->io.data_len = 0;
+
+	if (msg->type == RMR_MSG_MAP_ADD) {
+		ret = pool_note(p, msg->map_ver, msg->missed);
+		req_answer(req, RMR_MSG_MAP_ADD_RSP, ret, 0);
+		return;
+	}
+	if (msg->type == RMR_MSG_WRITE) {
+		ret = pool_note(p, msg->map_ver, msg->missed);
+		if (ret < 0) {
+			p->errors++;
+			req_answer(req, RMR_MSG_WRITE_RSP, -EIO, 0);
+			return;
+		}
+		if (msg->payload_len) {
+			req->io.data = (char *)buf + HDR_LEN;
+			req->io.data_len = msg->payload_len;
+		}
+	} else {
+		req->io.data = (char *)buf + HDR_LEN;
+		req->io.data_len = msg->len;
+	}
+	req->in_store = true;
+	sess->in_store++;
+	p->ops.io(p->store, &req->io);
+}
+
+/* --- transport upcalls ------------------------------------------------------ */
+
+static void *ev_accepted(void *ev_ctx, struct rmr_conn *conn)
+{
+	struct rmr_server *s = ev_ctx;
+	struct srv_session *sess = calloc(1, sizeof(*sess));
+
+	if (!sess)
+		return NULL;
+	sess->srv = s;
+	sess->conn = conn;
+	sess->created = sess->last_rx = sess->last_tx = loop_now(s->loop);
+	sess->hello_rsp.kind = sess->heartbeat.kind = SEND_CTRL;
+	sess->next = s->sessions;
+	if (s->sessions)
+		s->sessions->prev = sess;
+	s->sessions = sess;
+	s->nsessions++;
+	return sess;
+}
+
+static void ev_connected(void *ev_ctx, void *conn_ctx, int status)
+{
+	(void)ev_ctx;
+	(void)conn_ctx;
+	(void)status; /* the server does not dial out (yet) */
+}
+
+static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *rx)
+{
+	struct rmr_server *s = ev_ctx;
+	struct srv_session *sess = conn_ctx;
+	struct rmr_msg msg;
+	char why[128];
+	int ret;
+
+	if (sess->dead) {
+		s->tops->recv_release(s->tp, sess->conn, rx);
+		return;
+	}
+	sess->last_rx = loop_now(s->loop);
+	ret = rmr_wire_decode(buf, len, &msg, why, sizeof(why));
+	if (ret == 0 && msg.type != RMR_MSG_HELLO && !sess->pool) {
+		snprintf(why, sizeof(why), "%s before hello", rmr_msg_type_name(msg.type));
+		ret = -EBADMSG;
+	}
+	if (ret == 0 && msg.type == RMR_MSG_HELLO && sess->pool) {
+		snprintf(why, sizeof(why), "second hello");
+		ret = -EBADMSG;
+	}
+	if (ret < 0) {
+		s->tops->recv_release(s->tp, sess->conn, rx);
+		session_reject(sess, why);
+		return;
+	}
+
+	switch ((enum rmr_msg_type)msg.type) {
+	case RMR_MSG_HELLO: {
+		struct rmr_hello h;
+
+		ret = rmr_wire_decode_hello(&msg, &h, why, sizeof(why));
+		s->tops->recv_release(s->tp, sess->conn, rx);
+		if (ret < 0)
+			session_reject(sess, why);
+		else
+			on_hello(sess, &msg.pool_uuid, &h);
+		return;
+	}
+	case RMR_MSG_READ:
+	case RMR_MSG_WRITE:
+	case RMR_MSG_MAP_ADD:
+		on_request(sess, &msg, buf, rx);
+		return; /* the request owns the buffer now */
+	case RMR_MSG_HEARTBEAT:
+		s->tops->recv_release(s->tp, sess->conn, rx);
+		return;
+	case RMR_MSG_GOODBYE:
+		s->tops->recv_release(s->tp, sess->conn, rx);
+		session_close(sess, "client said goodbye");
+		return;
+	case RMR_MSG_HELLO_RSP:
+	case RMR_MSG_READ_RSP:
+	case RMR_MSG_WRITE_RSP:
+	case RMR_MSG_MAP_ADD_RSP:
+		s->tops->recv_release(s->tp, sess->conn, rx);
+		session_reject(sess, "answer sent to a server");
+		return;
+	}
+}
+
+static void ev_send_done(void *ev_ctx, void *conn_ctx, void *op_ctx, int status)
+{
+	struct rmr_server *s = ev_ctx;
+	struct srv_session *sess = conn_ctx;
+	uint8_t kind = *(uint8_t *)op_ctx;
+
+	if (kind == SEND_CTRL) {
+		struct srv_ctrl *cm = rmr_container_of(op_ctx, struct srv_ctrl, kind);
+
+		cm->sending = false;
+		if (sess->close_after_send && cm == &sess->hello_rsp) {
+			session_close(sess, "hello refused");
+			return;
+		}
+	} else {
+		struct srv_req *req = rmr_container_of(op_ctx, struct srv_req, kind);
+
+		req->busy = false;
+		s->tops->recv_release(s->tp, sess->conn, req->rx);
+		req->rx = NULL;
+	}
+	if (status < 0)
+		session_close(sess, "send failed");
+}
+
+static void ev_closed(void *ev_ctx, void *conn_ctx, int reason)
+{
+	struct srv_session *sess = conn_ctx;
+	char why[64];
+
+	(void)ev_ctx;
+	snprintf(why, sizeof(why), "connection lost: %s", strerror(-reason));
+	session_close(sess, why);
+}
+
+static const struct rmr_transport_events server_events = {
+	.size = sizeof(struct rmr_transport_events),
+	.accepted = ev_accepted,
+	.connected = ev_connected,
+	.recv = ev_recv,
+	.send_done = ev_send_done,
+	.closed = ev_closed,
+};
+
+/* --- loop ------------------------------------------------------------------- */
+
+static void server_wake(void *ctx)
+{
+	struct rmr_server *s = ctx;
+	struct srv_req *list;
+
+	pthread_mutex_lock(&s->done_lock);
+	list = s->done_head;
+	s->done_head = NULL;
+	pthread_mutex_unlock(&s->done_lock);
+	while (list) {
+		struct srv_req *next = list->done_next;
+
+		req_done(list);
+		list = next;
+	}
+}
+
+static void server_tick(void *ctx, uint64_t now)
+{
+	struct rmr_server *s = ctx;
+	uint64_t silence = s->opts.failure_timeout_ms * NS_PER_MS;
+	uint64_t hb = s->opts.heartbeat_ms * NS_PER_MS;
+	struct srv_session *sess, *next;
+
+	for (sess = s->sessions; sess; sess = next) {
+		next = sess->next;
+		if (sess->dead)
+			continue;
+		if (now - sess->last_rx > silence) {
+			session_close(sess, sess->pool ? "heartbeat timeout" : "no hello");
+			continue;
+		}
+		if (sess->pool && now - sess->last_tx >= hb)
+			ctrl_send(sess, &sess->heartbeat, RMR_MSG_HEARTBEAT, 0, 0);
+	}
+}
+
+static const struct loop_ops server_loop_ops = {
+	.wake = server_wake,
+	.tick = server_tick,
+};
+
+/* --- public API ------------------------------------------------------------- */
+
+static void server_free(struct rmr_server *s)
+{
+	if (s->loop)
+		loop_destroy(s->loop);
+	while (s->sessions)
+		session_free(s->sessions);
+	if (s->tp)
+		s->tops->destroy(s->tp);
+	pthread_mutex_destroy(&s->done_lock);
+	free(s);
+}
+
+RMR_EXPORT int rmr_server_create(const struct rmr_server_opts *opts, struct rmr_server **out)
+{
+	struct rmr_transport_params tparams = { .size = sizeof(tparams) };
+	struct rmr_server *s;
+	struct rmr_server_opts *o;
+	int ret;
+
+	if (!out)
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	pthread_mutex_init(&s->done_lock, NULL);
+	o = &s->opts;
+	if (!rmr_opts_copy(o, sizeof(*o), opts) || !o->listen_addr || !*o->listen_addr ||
+	    strlen(o->listen_addr) > RMR_ADDR_MAX) {
+		server_free(s);
+		return -EINVAL;
+	}
+	if (!o->transport)
+		o->transport = "fabric";
+	if (!o->queue_depth)
+		o->queue_depth = DEF_QUEUE_DEPTH;
+	if (!o->max_io_size)
+		o->max_io_size = DEF_MAX_IO;
+	if (!o->heartbeat_ms)
+		o->heartbeat_ms = DEF_HEARTBEAT_MS;
+	if (!o->failure_timeout_ms)
+		o->failure_timeout_ms = DEF_FAILURE_MS;
+	if (o->queue_depth > MAX_QUEUE_DEPTH || o->max_io_size > RMR_WIRE_MAX_PAYLOAD ||
+	    o->max_io_size < 4096 || o->heartbeat_ms * 2 > o->failure_timeout_ms) {
+		server_free(s);
+		return -EINVAL;
+	}
+	snprintf(s->listen_addr, sizeof(s->listen_addr), "%s", o->listen_addr);
+	snprintf(s->name, sizeof(s->name), "%s", o->name ? o->name : o->listen_addr);
+	o->listen_addr = NULL; /* the caller's strings are not ours to keep */
+	o->name = NULL;
+	s->tops = rmr_transport_find(o->transport);
+	if (!s->tops) {
+		server_free(s);
+		return -ENOENT;
+	}
+	o->transport = NULL;
+	if (getrandom(&s->incarnation, sizeof(s->incarnation), 0) != sizeof(s->incarnation))
+		s->incarnation = loop_clock_ns();
+
+	tparams.provider = o->provider;
+	tparams.max_msg = HDR_LEN + o->max_io_size;
+	tparams.rx_depth = o->queue_depth * 2 + 8; /* requests, MAP_ADDs, control */
+	tparams.tx_depth = o->queue_depth * 2 + 8;
+	tparams.name = s->name;
+	ret = loop_create(&server_loop_ops, s, RMR_MIN(o->heartbeat_ms / 2, 50), &s->loop);
+	if (ret == 0)
+		ret = s->tops->create(&tparams, &server_events, s, &s->tp);
+	o->provider = NULL;
+	if (ret < 0) {
+		s->tp = NULL;
+		server_free(s);
+		return ret;
+	}
+	ret = s->tops->listen(s->tp, s->listen_addr);
+	if (ret < 0) {
+		log_err("%s: cannot listen: %s", s->name, strerror(-ret));
+		server_free(s);
+		return ret;
+	}
+	loop_set_transport(s->loop, s->tops, s->tp);
+	ret = loop_start(s->loop, "rmr-server");
+	if (ret < 0) {
+		server_free(s);
+		return ret;
+	}
+	log_info("%s: listening", s->name);
+	*out = s;
+	return 0;
+}
+
+RMR_EXPORT void rmr_server_destroy(struct rmr_server *s)
+{
+	if (!s)
+		return;
+	loop_stop(s->loop);
+	for (unsigned i = 0; i < RMR_SERVER_MAX_POOLS; i++)
+		free(s->pools[i]);
+	server_free(s);
+}
+
+struct pool_call {
+	struct rmr_server *s;
+	struct srv_pool *p;
+	int ret;
+};
+
+static void do_add_pool(void *arg)
+{
+	struct pool_call *pc = arg;
+	struct rmr_server *s = pc->s;
+	unsigned free_idx = RMR_SERVER_MAX_POOLS;
+
+	for (unsigned i = 0; i < RMR_SERVER_MAX_POOLS; i++) {
+		struct srv_pool *p = s->pools[i];
+
+		if (!p) {
+			if (free_idx == RMR_SERVER_MAX_POOLS)
+				free_idx = i;
+			continue;
+		}
+		if (!memcmp(&p->params.uuid, &pc->p->params.uuid, sizeof(rmr_uuid)) ||
+		    !strcmp(p->name, pc->p->name)) {
+			pc->ret = -EEXIST;
+			return;
+		}
+	}
+	if (free_idx == RMR_SERVER_MAX_POOLS) {
+		pc->ret = -ENOSPC;
+		return;
+	}
+	s->pools[free_idx] = pc->p;
+	pc->ret = 0;
+}
+
+RMR_EXPORT int rmr_server_add_pool(struct rmr_server *s, const struct rmr_pool_params *params,
+				   const struct rmr_store_ops *ops, void *store,
+				   struct rmr_server_pool **out)
+{
+	static const rmr_uuid zero;
+	struct pool_call pc = { .s = s };
+	struct srv_pool *p;
+	int ret;
+
+	if (!s || !params || !ops || !out || params->size < sizeof(*params) ||
+	    ops->size < sizeof(*ops) || !ops->io)
+		return -EINVAL;
+	if (!params->name || !*params->name || strlen(params->name) > RMR_NAME_MAX ||
+	    !memcmp(&params->uuid, &zero, sizeof(zero)) || params->pool_size == 0 ||
+	    params->chunk_size < 4096 || (params->chunk_size & (params->chunk_size - 1)) ||
+	    params->member_id == 0 || params->member_id > RMR_MAX_MEMBER_ID ||
+	    !(params->members_mask & (1ull << params->member_id)) || (params->members_mask & 1))
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->srv = s;
+	p->params = *params;
+	snprintf(p->name, sizeof(p->name), "%s", params->name);
+	p->params.name = p->name;
+	p->ops = *ops;
+	p->store = store;
+	ret = meta_load(p);
+	if (ret < 0) {
+		free(p);
+		return ret;
+	}
+	pc.p = p;
+	loop_call(s->loop, do_add_pool, &pc);
+	if (pc.ret < 0) {
+		free(p);
+		return pc.ret;
+	}
+	log_info("pool=%s member=%u: serving (map version %llu, missed 0x%llx)", p->name,
+		 params->member_id, (unsigned long long)p->map_ver, (unsigned long long)p->missed);
+	*out = (struct rmr_server_pool *)p;
+	return 0;
+}
+
+static void do_remove_pool(void *arg)
+{
+	struct pool_call *pc = arg;
+	struct rmr_server *s = pc->s;
+	struct srv_session *sess, *next;
+
+	pc->p->removing = true;
+	pc->ret = 0;
+	for (sess = s->sessions; sess; sess = next) {
+		next = sess->next;
+		if (sess->pool != pc->p)
+			continue;
+		if (!sess->dead)
+			session_close(sess, "pool removed");
+		pc->ret++; /* still there: waits for its store requests */
+	}
+	if (pc->ret == 0) {
+		for (unsigned i = 0; i < RMR_SERVER_MAX_POOLS; i++)
+			if (s->pools[i] == pc->p)
+				s->pools[i] = NULL;
+	}
+}
+
+RMR_EXPORT void rmr_server_remove_pool(struct rmr_server_pool *handle)
+{
+	struct srv_pool *p = (struct srv_pool *)handle;
+	struct pool_call pc = { .p = p };
+
+	if (!p)
+		return;
+	pc.s = p->srv;
+	for (;;) {
+		loop_call(pc.s->loop, do_remove_pool, &pc);
+		if (pc.ret == 0)
+			break;
+		usleep(1000); /* sessions wait for their store requests to come back */
+	}
+	log_info("pool=%s member=%u: no longer served", p->name, p->params.member_id);
+	free(p);
+}
+
+struct status_call {
+	struct rmr_server *s;
+	struct rmr_server_status *st;
+};
+
+static void fill_status(void *arg)
+{
+	struct status_call *sc = arg;
+	struct rmr_server *s = sc->s;
+	struct rmr_server_status *st = sc->st;
+
+	snprintf(st->listen_addr, sizeof(st->listen_addr), "%s", s->listen_addr);
+	st->sessions = s->nsessions;
+	st->rejected = s->rejected;
+	for (unsigned i = 0; i < RMR_SERVER_MAX_POOLS; i++) {
+		struct srv_pool *p = s->pools[i];
+		struct rmr_server_pool_status *ps;
+
+		if (!p)
+			continue;
+		ps = &st->pools[st->npools++];
+		snprintf(ps->name, sizeof(ps->name), "%s", p->name);
+		ps->uuid = p->params.uuid;
+		ps->member_id = p->params.member_id;
+		ps->pool_size = p->params.pool_size;
+		ps->chunk_size = p->params.chunk_size;
+		ps->map_ver = p->map_ver;
+		ps->missed_mask = p->missed;
+		ps->reads = p->reads;
+		ps->writes = p->writes;
+		ps->read_bytes = p->read_bytes;
+		ps->write_bytes = p->write_bytes;
+		ps->errors = p->errors;
+		ps->meta_saves = p->meta_saves;
+		for (struct srv_session *sess = s->sessions; sess; sess = sess->next)
+			ps->sessions += sess->pool == p && !sess->dead;
+	}
+}
+
+RMR_EXPORT int rmr_server_status(struct rmr_server *s, struct rmr_server_status *st)
+{
+	struct status_call sc = { s, st };
+	size_t size;
+
+	if (!s || !st || st->size < sizeof(*st))
+		return -EINVAL;
+	size = st->size;
+	memset(st, 0, sizeof(*st));
+	st->size = size;
+	loop_call(s->loop, fill_status, &sc);
+	return 0;
+}

@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Encoding and validation of wire messages; see wire.h. */
+#include "wire.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *rmr_msg_type_name(unsigned type)
+{
+	switch (type) {
+#define RMR_X_NAME(name, num) case num: return #name;
+	RMR_MSG_TYPES(RMR_X_NAME)
+#undef RMR_X_NAME
+	}
+	return "UNKNOWN";
+}
+
+__attribute__((format(printf, 3, 4)))
+static int reject(char *why, size_t whylen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && whylen) {
+		va_start(ap, fmt);
+		vsnprintf(why, whylen, fmt, ap);
+		va_end(ap);
+	}
+	return -EBADMSG;
+}
+
+static bool is_request(unsigned type)
+{
+	return type == RMR_MSG_HELLO || type == RMR_MSG_READ || type == RMR_MSG_WRITE ||
+	       type == RMR_MSG_MAP_ADD || type == RMR_MSG_HEARTBEAT;
+}
+
+static bool is_response(unsigned type)
+{
+	return type == RMR_MSG_HELLO_RSP || type == RMR_MSG_READ_RSP ||
+	       type == RMR_MSG_WRITE_RSP || type == RMR_MSG_MAP_ADD_RSP;
+}
+
+/* Member-id masks may only name ids 1..RMR_MAX_MEMBER_ID. */
+static bool mask_valid(uint64_t mask)
+{
+	return (mask & 1) == 0;
+}
+
+int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, size_t whylen)
+{
+	struct rmr_wire_hdr h;
+
+	if (len < sizeof(h))
+		return reject(why, whylen, "message of %zu bytes is shorter than a header", len);
+	memcpy(&h, buf, sizeof(h));
+
+	if (le32_to_cpu(h.magic) != RMR_WIRE_MAGIC)
+		return reject(why, whylen, "bad magic 0x%08x", le32_to_cpu(h.magic));
+	if (le16_to_cpu(h.version) != RMR_WIRE_VERSION) {
+		reject(why, whylen, "protocol version %u, expected %u", le16_to_cpu(h.version),
+		       RMR_WIRE_VERSION);
+		return -EPROTONOSUPPORT;
+	}
+
+	memset(m, 0, sizeof(*m));
+	m->type = le16_to_cpu(h.type);
+	memcpy(m->pool_uuid.b, h.pool_uuid, sizeof(m->pool_uuid.b));
+	m->sender_id = le16_to_cpu(h.sender_id);
+	m->op = le16_to_cpu(h.op);
+	m->op_flags = le32_to_cpu(h.op_flags);
+	m->slot = le32_to_cpu(h.slot);
+	m->seq = le32_to_cpu(h.seq);
+	m->map_ver = le64_to_cpu(h.map_ver);
+	m->addr = le64_to_cpu(h.addr);
+	m->len = le32_to_cpu(h.len);
+	m->payload_len = le32_to_cpu(h.payload_len);
+	m->missed = le64_to_cpu(h.missed);
+	m->status = (int32_t)le32_to_cpu(h.status);
+	m->payload = (const char *)buf + sizeof(h);
+
+	if (!is_request(m->type) && !is_response(m->type) && m->type != RMR_MSG_GOODBYE)
+		return reject(why, whylen, "unknown message type %u", m->type);
+	if (le32_to_cpu(h.reserved) != 0)
+		return reject(why, whylen, "%s: reserved field is not zero", rmr_msg_type_name(m->type));
+	if (m->sender_id > RMR_MAX_MEMBER_ID)
+		return reject(why, whylen, "%s: sender id %u out of range",
+			      rmr_msg_type_name(m->type), m->sender_id);
+	if (m->payload_len != len - sizeof(h))
+		return reject(why, whylen, "%s: payload_len %u but %zu bytes follow the header",
+			      rmr_msg_type_name(m->type), m->payload_len, len - sizeof(h));
+	if (m->payload_len > RMR_WIRE_MAX_PAYLOAD)
+		return reject(why, whylen, "%s: payload of %u bytes is too large",
+			      rmr_msg_type_name(m->type), m->payload_len);
+	if (m->len > RMR_WIRE_MAX_PAYLOAD && m->type != RMR_MSG_WRITE)
+		return reject(why, whylen, "%s: length %u is too large", rmr_msg_type_name(m->type),
+			      m->len);
+	if (m->addr + m->len < m->addr)
+		return reject(why, whylen, "%s: range wraps around", rmr_msg_type_name(m->type));
+	if (!mask_valid(m->missed))
+		return reject(why, whylen, "%s: missed-member mask names id 0",
+			      rmr_msg_type_name(m->type));
+	if (is_request(m->type) && m->status != 0)
+		return reject(why, whylen, "%s: status %d in a request", rmr_msg_type_name(m->type),
+			      m->status);
+	if ((is_response(m->type) || m->type == RMR_MSG_GOODBYE) &&
+	    (m->status > 0 || m->status < -4095))
+		return reject(why, whylen, "%s: status %d is not an errno", rmr_msg_type_name(m->type),
+			      m->status);
+	if (m->missed && m->type != RMR_MSG_WRITE && m->type != RMR_MSG_MAP_ADD &&
+	    m->type != RMR_MSG_HELLO_RSP)
+		return reject(why, whylen, "%s: unexpected missed-member mask",
+			      rmr_msg_type_name(m->type));
+
+	switch ((enum rmr_msg_type)m->type) {
+	case RMR_MSG_HELLO:
+		if (m->payload_len != sizeof(struct rmr_wire_hello))
+			return reject(why, whylen, "HELLO: payload of %u bytes, expected %zu",
+				      m->payload_len, sizeof(struct rmr_wire_hello));
+		break;
+	case RMR_MSG_HELLO_RSP:
+		if (m->status == 0 && m->payload_len != sizeof(struct rmr_wire_hello_rsp))
+			return reject(why, whylen, "HELLO_RSP: payload of %u bytes, expected %zu",
+				      m->payload_len, sizeof(struct rmr_wire_hello_rsp));
+		if (m->status != 0 && m->payload_len != 0)
+			return reject(why, whylen, "HELLO_RSP: refusal carries a payload");
+		break;
+	case RMR_MSG_READ:
+		if (m->payload_len != 0)
+			return reject(why, whylen, "READ: carries a payload");
+		if (m->len == 0)
+			return reject(why, whylen, "READ: zero length");
+		break;
+	case RMR_MSG_READ_RSP:
+		if (m->status == 0 && m->payload_len != m->len)
+			return reject(why, whylen, "READ_RSP: payload %u for length %u",
+				      m->payload_len, m->len);
+		if (m->status != 0 && m->payload_len != 0)
+			return reject(why, whylen, "READ_RSP: error carries a payload");
+		break;
+	case RMR_MSG_WRITE:
+		if (m->payload_len != 0 && m->payload_len != m->len)
+			return reject(why, whylen, "WRITE: payload %u for length %u",
+				      m->payload_len, m->len);
+		break;
+	case RMR_MSG_HEARTBEAT:
+	case RMR_MSG_WRITE_RSP:
+	case RMR_MSG_MAP_ADD:
+	case RMR_MSG_MAP_ADD_RSP:
+	case RMR_MSG_GOODBYE:
+		if (m->payload_len != 0)
+			return reject(why, whylen, "%s: carries a payload", rmr_msg_type_name(m->type));
+		break;
+	}
+	return 0;
+}
+
+void rmr_wire_encode(struct rmr_wire_hdr *hdr, const struct rmr_msg *m)
+{
+	memset(hdr, 0, sizeof(*hdr));
+	hdr->magic = cpu_to_le32(RMR_WIRE_MAGIC);
+	hdr->version = cpu_to_le16(RMR_WIRE_VERSION);
+	hdr->type = cpu_to_le16((uint16_t)m->type);
+	memcpy(hdr->pool_uuid, m->pool_uuid.b, sizeof(hdr->pool_uuid));
+	hdr->sender_id = cpu_to_le16(m->sender_id);
+	hdr->op = cpu_to_le16(m->op);
+	hdr->op_flags = cpu_to_le32(m->op_flags);
+	hdr->slot = cpu_to_le32(m->slot);
+	hdr->seq = cpu_to_le32(m->seq);
+	hdr->map_ver = cpu_to_le64(m->map_ver);
+	hdr->addr = cpu_to_le64(m->addr);
+	hdr->len = cpu_to_le32(m->len);
+	hdr->payload_len = cpu_to_le32(m->payload_len);
+	hdr->missed = cpu_to_le64(m->missed);
+	hdr->status = cpu_to_le32((uint32_t)m->status);
+}
+
+/* A fixed-size name field must hold a NUL-terminated, NUL-padded string. */
+static bool name_field_valid(const char *f, size_t size)
+{
+	size_t n = strnlen(f, size);
+
+	if (n == size)
+		return false;
+	for (size_t i = n; i < size; i++)
+		if (f[i])
+			return false;
+	return true;
+}
+
+void rmr_wire_encode_hello(struct rmr_wire_hello *w, const struct rmr_hello *h)
+{
+	memset(w, 0, sizeof(*w));
+	w->role = cpu_to_le32(h->role);
+	w->queue_depth = cpu_to_le32(h->queue_depth);
+	w->max_io_size = cpu_to_le32(h->max_io_size);
+	w->heartbeat_ms = cpu_to_le32(h->heartbeat_ms);
+	w->incarnation = cpu_to_le64(h->incarnation);
+	strncpy(w->pool_name, h->pool_name, sizeof(w->pool_name) - 1);
+}
+
+int rmr_wire_decode_hello(const struct rmr_msg *m, struct rmr_hello *h, char *why, size_t whylen)
+{
+	struct rmr_wire_hello w;
+
+	if (m->type != RMR_MSG_HELLO || m->payload_len != sizeof(w))
+		return reject(why, whylen, "not a HELLO");
+	memcpy(&w, m->payload, sizeof(w));
+	h->role = le32_to_cpu(w.role);
+	h->queue_depth = le32_to_cpu(w.queue_depth);
+	h->max_io_size = le32_to_cpu(w.max_io_size);
+	h->heartbeat_ms = le32_to_cpu(w.heartbeat_ms);
+	h->incarnation = le64_to_cpu(w.incarnation);
+	if (h->role != RMR_ROLE_CLIENT && h->role != RMR_ROLE_PEER)
+		return reject(why, whylen, "HELLO: unknown role %u", h->role);
+	if (h->queue_depth == 0 || h->max_io_size == 0 || h->max_io_size > RMR_WIRE_MAX_PAYLOAD)
+		return reject(why, whylen, "HELLO: queue depth %u / max io %u out of range",
+			      h->queue_depth, h->max_io_size);
+	if (h->heartbeat_ms == 0)
+		return reject(why, whylen, "HELLO: heartbeat interval 0");
+	if (!name_field_valid(w.pool_name, sizeof(w.pool_name)) || !w.pool_name[0])
+		return reject(why, whylen, "HELLO: pool name is not a padded string");
+	memcpy(h->pool_name, w.pool_name, sizeof(h->pool_name));
+	return 0;
+}
+
+void rmr_wire_encode_hello_rsp(struct rmr_wire_hello_rsp *w, const struct rmr_hello_rsp *h)
+{
+	memset(w, 0, sizeof(*w));
+	w->member_id = cpu_to_le16(h->member_id);
+	w->chunk_size = cpu_to_le32(h->chunk_size);
+	w->pool_size = cpu_to_le64(h->pool_size);
+	w->map_ver = cpu_to_le64(h->map_ver);
+	w->missed = cpu_to_le64(h->missed);
+	w->members = cpu_to_le64(h->members);
+	w->queue_depth = cpu_to_le32(h->queue_depth);
+	w->max_io_size = cpu_to_le32(h->max_io_size);
+	w->incarnation = cpu_to_le64(h->incarnation);
+	strncpy(w->pool_name, h->pool_name, sizeof(w->pool_name) - 1);
+}
+
+int rmr_wire_decode_hello_rsp(const struct rmr_msg *m, struct rmr_hello_rsp *h, char *why,
+			      size_t whylen)
+{
+	struct rmr_wire_hello_rsp w;
+
+	if (m->type != RMR_MSG_HELLO_RSP || m->payload_len != sizeof(w))
+		return reject(why, whylen, "not a HELLO_RSP");
+	memcpy(&w, m->payload, sizeof(w));
+	if (le16_to_cpu(w.reserved0))
+		return reject(why, whylen, "HELLO_RSP: reserved field is not zero");
+	h->member_id = le16_to_cpu(w.member_id);
+	h->chunk_size = le32_to_cpu(w.chunk_size);
+	h->pool_size = le64_to_cpu(w.pool_size);
+	h->map_ver = le64_to_cpu(w.map_ver);
+	h->missed = le64_to_cpu(w.missed);
+	h->members = le64_to_cpu(w.members);
+	h->queue_depth = le32_to_cpu(w.queue_depth);
+	h->max_io_size = le32_to_cpu(w.max_io_size);
+	h->incarnation = le64_to_cpu(w.incarnation);
+	if (h->member_id == 0 || h->member_id > RMR_MAX_MEMBER_ID)
+		return reject(why, whylen, "HELLO_RSP: member id %u out of range", h->member_id);
+	if (h->chunk_size < 4096 || (h->chunk_size & (h->chunk_size - 1)))
+		return reject(why, whylen, "HELLO_RSP: chunk size %u is not a power of two >= 4096",
+			      h->chunk_size);
+	if (h->pool_size == 0)
+		return reject(why, whylen, "HELLO_RSP: pool size 0");
+	if (!mask_valid(h->missed) || !mask_valid(h->members))
+		return reject(why, whylen, "HELLO_RSP: member mask names id 0");
+	if (!(h->members & (1ull << h->member_id)))
+		return reject(why, whylen, "HELLO_RSP: member %u is not in its own member list",
+			      h->member_id);
+	if (h->queue_depth == 0 || h->max_io_size == 0 || h->max_io_size > RMR_WIRE_MAX_PAYLOAD)
+		return reject(why, whylen, "HELLO_RSP: queue depth %u / max io %u out of range",
+			      h->queue_depth, h->max_io_size);
+	if (!name_field_valid(w.pool_name, sizeof(w.pool_name)) || !w.pool_name[0])
+		return reject(why, whylen, "HELLO_RSP: pool name is not a padded string");
+	memcpy(h->pool_name, w.pool_name, sizeof(h->pool_name));
+	return 0;
+}

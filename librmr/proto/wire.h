@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The librmr wire protocol: the one place that defines raw bytes.
+ *
+ * Every message is a 80-byte header followed by @c payload_len bytes. All
+ * integers are little-endian, wrapped in types that do not convert silently;
+ * every structure has explicit padding and a static size check. Opcodes are
+ * never reused: a retired message type keeps its number.
+ *
+ * Versioning: @c version is RMR_WIRE_VERSION. A peer that receives another
+ * version refuses the session (HELLO_RSP with -EPROTONOSUPPORT). Reserved
+ * fields are sent as zero and refused when non-zero, so they can be given a
+ * meaning later together with a version bump.
+ *
+ * Decoding (rmr_wire_decode) checks every field before the core sees it; the
+ * core then works with struct rmr_msg in host order.
+ */
+#ifndef RMR_PROTO_WIRE_H
+#define RMR_PROTO_WIRE_H
+
+#include <endian.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rmr/rmr.h>
+
+#define RMR_WIRE_MAGIC 0x31524d52u /* "RMR1" */
+#define RMR_WIRE_VERSION 1
+/* Largest payload of any message; the session's max_io_size is smaller. */
+#define RMR_WIRE_MAX_PAYLOAD (4u << 20)
+
+typedef struct { uint16_t v; } rmr_le16;
+typedef struct { uint32_t v; } rmr_le32;
+typedef struct { uint64_t v; } rmr_le64;
+
+static inline rmr_le16 cpu_to_le16(uint16_t x) { return (rmr_le16){ htole16(x) }; }
+static inline rmr_le32 cpu_to_le32(uint32_t x) { return (rmr_le32){ htole32(x) }; }
+static inline rmr_le64 cpu_to_le64(uint64_t x) { return (rmr_le64){ htole64(x) }; }
+static inline uint16_t le16_to_cpu(rmr_le16 x) { return le16toh(x.v); }
+static inline uint32_t le32_to_cpu(rmr_le32 x) { return le32toh(x.v); }
+static inline uint64_t le64_to_cpu(rmr_le64 x) { return le64toh(x.v); }
+
+/* Message types. Numbers are never reused. */
+#define RMR_MSG_TYPES(X)                                                         \
+	X(HELLO, 1)         /* open a session: payload rmr_wire_hello */           \
+	X(HELLO_RSP, 2)     /* payload rmr_wire_hello_rsp; status < 0 = refused */ \
+	X(HEARTBEAT, 3)     /* no payload; any message proves liveness */         \
+	X(READ, 4)          /* read-like request: addr, len; no payload */         \
+	X(READ_RSP, 5)      /* status; payload = len bytes if status == 0 */       \
+	X(WRITE, 6)         /* write-like request: payload 0 or len bytes */       \
+	X(WRITE_RSP, 7)     /* status */                                           \
+	X(MAP_ADD, 8)       /* record members in @missed as having missed writes */ \
+	X(MAP_ADD_RSP, 9)   /* status */                                           \
+	X(GOODBYE, 10)      /* orderly close; status = reason */
+
+enum rmr_msg_type {
+#define RMR_X_MSG(name, num) RMR_MSG_##name = num,
+	RMR_MSG_TYPES(RMR_X_MSG)
+#undef RMR_X_MSG
+};
+
+const char *rmr_msg_type_name(unsigned type);
+
+/* The header of every message. */
+struct rmr_wire_hdr {
+	rmr_le32 magic;         /* RMR_WIRE_MAGIC */
+	rmr_le16 version;       /* RMR_WIRE_VERSION */
+	rmr_le16 type;          /* enum rmr_msg_type */
+	uint8_t pool_uuid[16];  /* pool the message is about (zero in a HELLO by name) */
+	rmr_le16 sender_id;     /* member id of the sender, 0 for a client */
+	rmr_le16 op;            /* consumer opcode (READ, WRITE) */
+	rmr_le32 op_flags;      /* consumer flags (READ, WRITE) */
+	rmr_le32 slot;          /* request slot (mem_id), echoed in the response */
+	rmr_le32 seq;           /* slot generation, echoed in the response */
+	rmr_le64 map_ver;       /* sender's map version */
+	rmr_le64 addr;          /* first byte of the range */
+	rmr_le32 len;           /* bytes in the range */
+	rmr_le32 payload_len;   /* bytes after the header */
+	rmr_le64 missed;        /* member ids (bit n = id n) that miss this write */
+	rmr_le32 status;        /* responses: 0 or a negative errno; requests: 0 */
+	rmr_le32 reserved;      /* zero */
+};
+_Static_assert(sizeof(struct rmr_wire_hdr) == 80, "wire header size");
+_Static_assert(offsetof(struct rmr_wire_hdr, map_ver) == 40, "wire header layout");
+_Static_assert(offsetof(struct rmr_wire_hdr, missed) == 64, "wire header layout");
+
+#define RMR_ROLE_CLIENT 1
+#define RMR_ROLE_PEER 2
+
+/* HELLO payload: who is connecting and what it asks for. */
+struct rmr_wire_hello {
+	rmr_le32 role;               /* RMR_ROLE_CLIENT or RMR_ROLE_PEER */
+	rmr_le32 queue_depth;        /* slots the sender will use */
+	rmr_le32 max_io_size;        /* largest request the sender will send */
+	rmr_le32 heartbeat_ms;       /* sender's heartbeat interval */
+	rmr_le64 incarnation;        /* random per process: a restart changes it */
+	char pool_name[RMR_NAME_MAX + 1]; /* NUL-terminated, NUL-padded */
+};
+_Static_assert(sizeof(struct rmr_wire_hello) == 88, "hello size");
+
+/* HELLO_RSP payload: the member's identity and view of the pool. */
+struct rmr_wire_hello_rsp {
+	rmr_le16 member_id;          /* 1..RMR_MAX_MEMBER_ID */
+	rmr_le16 reserved0;          /* zero */
+	rmr_le32 chunk_size;         /* power of two */
+	rmr_le64 pool_size;          /* bytes */
+	rmr_le64 map_ver;            /* member's map version */
+	rmr_le64 missed;             /* members the member knows missed writes */
+	rmr_le64 members;            /* every member id of the pool (bit n = id n) */
+	rmr_le32 queue_depth;        /* slots granted (<= asked) */
+	rmr_le32 max_io_size;        /* largest request accepted (<= asked) */
+	rmr_le64 incarnation;        /* member process incarnation */
+	char pool_name[RMR_NAME_MAX + 1];
+};
+_Static_assert(sizeof(struct rmr_wire_hello_rsp) == 120, "hello_rsp size");
+
+/* A decoded message, in host order. */
+struct rmr_msg {
+	unsigned type;
+	rmr_uuid pool_uuid;
+	uint16_t sender_id;
+	uint16_t op;
+	uint32_t op_flags;
+	uint32_t slot;
+	uint32_t seq;
+	uint64_t map_ver;
+	uint64_t addr;
+	uint32_t len;
+	uint32_t payload_len;
+	uint64_t missed;
+	int32_t status;
+	const void *payload; /* points into the received buffer */
+};
+
+/* Decoded HELLO / HELLO_RSP payloads. */
+struct rmr_hello {
+	uint32_t role, queue_depth, max_io_size, heartbeat_ms;
+	uint64_t incarnation;
+	char pool_name[RMR_NAME_MAX + 1];
+};
+struct rmr_hello_rsp {
+	uint16_t member_id;
+	uint32_t chunk_size;
+	uint64_t pool_size, map_ver, missed, members;
+	uint32_t queue_depth, max_io_size;
+	uint64_t incarnation;
+	char pool_name[RMR_NAME_MAX + 1];
+};
+
+/*
+ * Check and decode a received message. On failure returns -EBADMSG (or
+ * -EPROTONOSUPPORT for another protocol version) and writes a one-line
+ * reason to @why.
+ */
+int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, size_t whylen);
+
+/* Encode @m's header (payload_len included) into @hdr. */
+void rmr_wire_encode(struct rmr_wire_hdr *hdr, const struct rmr_msg *m);
+
+/* Payload codecs: decode returns 0 or -EBADMSG with a reason. */
+void rmr_wire_encode_hello(struct rmr_wire_hello *w, const struct rmr_hello *h);
+int rmr_wire_decode_hello(const struct rmr_msg *m, struct rmr_hello *h, char *why, size_t whylen);
+void rmr_wire_encode_hello_rsp(struct rmr_wire_hello_rsp *w, const struct rmr_hello_rsp *h);
+int rmr_wire_decode_hello_rsp(const struct rmr_msg *m, struct rmr_hello_rsp *h, char *why,
+			      size_t whylen);
+
+#endif

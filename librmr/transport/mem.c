@@ -1,0 +1,408 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * In-process transport for tests: instances in one process reach each other
+ * by name. Every message is copied into a fresh buffer and delivered through
+ * the receiving instance's inbox, so client and members may run on different
+ * threads exactly as over a real network.
+ *
+ * One process-wide mutex guards everything: simplicity beats speed here.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "compiler.h"
+#include "log.h"
+#include "transports.h"
+
+enum mem_ev_kind { EV_CONNREQ, EV_CONNECTED, EV_CONNFAIL, EV_MSG, EV_SEND_DONE, EV_CLOSED };
+
+struct mem_tp;
+
+struct rmr_conn {
+	struct mem_tp *tp;
+	struct rmr_conn *peer; /* NULL once the peer end is gone */
+	void *ctx;             /* core's context */
+	unsigned refs;         /* the owner, plus events that name it */
+	bool open;             /* the owner has not closed it */
+	bool up;               /* connected (or accepted) */
+};
+
+struct mem_ev {
+	enum mem_ev_kind kind;
+	struct rmr_conn *conn; /* holds a reference */
+	void *op_ctx;
+	int status;
+	size_t len;
+	struct mem_ev *next;
+	char data[]; /* EV_MSG payload */
+};
+
+struct mem_tp {
+	struct rmr_transport_params params;
+	struct rmr_transport_events ev;
+	void *ev_ctx;
+	char *listen_name;
+	int efd;
+	struct mem_ev *head, *tail;
+	struct mem_tp *next_listener;
+};
+
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mem_tp *listeners;
+
+static void conn_put(struct rmr_conn *c)
+{
+	if (--c->refs == 0)
+		free(c);
+}
+
+/* Queue an event for @tp's progress; takes a new reference on @conn. */
+static void post(struct mem_tp *tp, struct mem_ev *e)
+{
+	uint64_t one = 1;
+
+	e->next = NULL;
+	if (e->conn)
+		e->conn->refs++;
+	if (tp->tail)
+		tp->tail->next = e;
+	else
+		tp->head = e;
+	tp->tail = e;
+	if (write(tp->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_err("mem transport: eventfd write: %s", strerror(errno));
+}
+
+static struct mem_ev *ev_new(enum mem_ev_kind kind, struct rmr_conn *conn, size_t len)
+{
+	struct mem_ev *e = calloc(1, sizeof(*e) + len);
+
+	if (!e)
+		abort(); /* test transport: out of memory is fatal */
+	e->kind = kind;
+	e->conn = conn;
+	e->len = len;
+	return e;
+}
+
+static int mem_create(const struct rmr_transport_params *params,
+		      const struct rmr_transport_events *ev, void *ev_ctx, void **out)
+{
+	struct mem_tp *tp = calloc(1, sizeof(*tp));
+
+	if (!tp)
+		return -ENOMEM;
+	tp->params = *params;
+	tp->ev = *ev;
+	tp->ev_ctx = ev_ctx;
+	tp->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (tp->efd < 0) {
+		free(tp);
+		return -errno;
+	}
+	*out = tp;
+	return 0;
+}
+
+static void mem_destroy(void *arg)
+{
+	struct mem_tp *tp = arg;
+
+	pthread_mutex_lock(&mem_lock);
+	for (struct mem_tp **p = &listeners; *p; p = &(*p)->next_listener) {
+		if (*p == tp) {
+			*p = tp->next_listener;
+			break;
+		}
+	}
+	while (tp->head) {
+		struct mem_ev *e = tp->head;
+
+		tp->head = e->next;
+		if (e->conn)
+			conn_put(e->conn);
+		free(e);
+	}
+	pthread_mutex_unlock(&mem_lock);
+	close(tp->efd);
+	free(tp->listen_name);
+	free(tp);
+}
+
+static int mem_listen(void *arg, const char *addr)
+{
+	struct mem_tp *tp = arg;
+	int ret = 0;
+
+	if (!addr || !*addr)
+		return -EINVAL;
+	pthread_mutex_lock(&mem_lock);
+	for (struct mem_tp *l = listeners; l; l = l->next_listener)
+		if (!strcmp(l->listen_name, addr))
+			ret = -EADDRINUSE;
+	if (!ret && tp->listen_name)
+		ret = -EINVAL;
+	if (!ret) {
+		tp->listen_name = strdup(addr);
+		tp->next_listener = listeners;
+		listeners = tp;
+	}
+	pthread_mutex_unlock(&mem_lock);
+	return ret;
+}
+
+static int mem_connect(void *arg, const char *addr, void *conn_ctx, struct rmr_conn **out)
+{
+	struct mem_tp *tp = arg, *l;
+	struct rmr_conn *c;
+
+	if (!addr || !*addr)
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->tp = tp;
+	c->ctx = conn_ctx;
+	c->refs = 1;
+	c->open = true;
+
+	pthread_mutex_lock(&mem_lock);
+	for (l = listeners; l; l = l->next_listener)
+		if (!strcmp(l->listen_name, addr))
+			break;
+	if (l) {
+		post(l, ev_new(EV_CONNREQ, c, 0));
+	} else {
+		struct mem_ev *e = ev_new(EV_CONNFAIL, c, 0);
+
+		e->status = -ECONNREFUSED;
+		post(tp, e);
+	}
+	pthread_mutex_unlock(&mem_lock);
+	*out = c;
+	return 0;
+}
+
+static int mem_send(void *arg, struct rmr_conn *c, const struct iovec *iov, int iovcnt,
+		    void *op_ctx)
+{
+	struct mem_tp *tp = arg;
+	size_t len = 0, off = 0;
+	struct mem_ev *msg, *done;
+
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	if (len > tp->params.max_msg || iovcnt > 4)
+		return -EMSGSIZE;
+
+	pthread_mutex_lock(&mem_lock);
+	if (!c->open || !c->up || !c->peer) {
+		pthread_mutex_unlock(&mem_lock);
+		return -ENOTCONN;
+	}
+	/* Receive buffers have room for max_msg bytes, as with a real transport. */
+	msg = ev_new(EV_MSG, c->peer, RMR_MAX(len, c->peer->tp->params.max_msg));
+	msg->len = len;
+	for (int i = 0; i < iovcnt; i++) {
+		memcpy(msg->data + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	post(c->peer->tp, msg);
+	done = ev_new(EV_SEND_DONE, c, 0);
+	done->op_ctx = op_ctx;
+	post(tp, done);
+	pthread_mutex_unlock(&mem_lock);
+	return 0;
+}
+
+static void mem_recv_release(void *arg, struct rmr_conn *c, void *rx)
+{
+	(void)arg;
+	(void)c;
+	free(rx);
+}
+
+/* Detach @c from its peer and tell the peer it is closed. Under mem_lock. */
+static void disconnect(struct rmr_conn *c, int reason)
+{
+	struct rmr_conn *peer = c->peer;
+
+	if (!peer)
+		return;
+	c->peer = NULL;
+	peer->peer = NULL;
+	if (peer->open && peer->up) {
+		struct mem_ev *e = ev_new(EV_CLOSED, peer, 0);
+
+		e->status = reason;
+		post(peer->tp, e);
+	}
+}
+
+static void mem_close(void *arg, struct rmr_conn *c)
+{
+	(void)arg;
+	pthread_mutex_lock(&mem_lock);
+	disconnect(c, -ECONNRESET);
+	c->open = false;
+	conn_put(c);
+	pthread_mutex_unlock(&mem_lock);
+}
+
+static int mem_wait_fd(void *arg)
+{
+	return ((struct mem_tp *)arg)->efd;
+}
+
+static int mem_trywait(void *arg)
+{
+	struct mem_tp *tp = arg;
+	int ret;
+
+	pthread_mutex_lock(&mem_lock);
+	ret = tp->head ? -EAGAIN : 0;
+	pthread_mutex_unlock(&mem_lock);
+	return ret;
+}
+
+/* Handle one event outside the lock; the core may call back into us. */
+static void deliver(struct mem_tp *tp, struct mem_ev *e)
+{
+	struct rmr_conn *c = e->conn;
+	bool open;
+
+	pthread_mutex_lock(&mem_lock);
+	open = c->open;
+	pthread_mutex_unlock(&mem_lock);
+
+	switch (e->kind) {
+	case EV_CONNREQ: {
+		/* @c is the client end; make the server end. */
+		struct rmr_conn *s = calloc(1, sizeof(*s));
+		void *ctx;
+
+		if (!s)
+			abort();
+		s->tp = tp;
+		s->refs = 1;
+		s->open = true;
+		pthread_mutex_lock(&mem_lock);
+		if (!c->open) {
+			pthread_mutex_unlock(&mem_lock);
+			free(s);
+			break;
+		}
+		s->peer = c;
+		c->peer = s;
+		s->up = true;
+		pthread_mutex_unlock(&mem_lock);
+
+		ctx = tp->ev.accepted(tp->ev_ctx, s);
+		pthread_mutex_lock(&mem_lock);
+		if (!ctx) {
+			struct mem_ev *f = ev_new(EV_CONNFAIL, c, 0);
+
+			f->status = -ECONNREFUSED;
+			c->peer = NULL;
+			s->peer = NULL;
+			s->open = false;
+			conn_put(s);
+			post(c->tp, f);
+		} else {
+			s->ctx = ctx;
+			if (s->peer)
+				post(c->tp, ev_new(EV_CONNECTED, c, 0));
+		}
+		pthread_mutex_unlock(&mem_lock);
+		break;
+	}
+	case EV_CONNECTED:
+		pthread_mutex_lock(&mem_lock);
+		c->up = c->peer != NULL;
+		pthread_mutex_unlock(&mem_lock);
+		if (!open)
+			break;
+		if (c->up) {
+			tp->ev.connected(tp->ev_ctx, c->ctx, 0);
+		} else {
+			tp->ev.connected(tp->ev_ctx, c->ctx, -ECONNRESET);
+		}
+		break;
+	case EV_CONNFAIL:
+		if (open)
+			tp->ev.connected(tp->ev_ctx, c->ctx, e->status);
+		break;
+	case EV_MSG:
+		if (open && c->up) {
+			/* Lend the event itself as the receive buffer. */
+			size_t len = e->len;
+
+			memmove(e, e->data, len);
+			tp->ev.recv(tp->ev_ctx, c->ctx, e, len, e);
+			pthread_mutex_lock(&mem_lock);
+			conn_put(c);
+			pthread_mutex_unlock(&mem_lock);
+			return;
+		}
+		break;
+	case EV_SEND_DONE:
+		if (open)
+			tp->ev.send_done(tp->ev_ctx, c->ctx, e->op_ctx, 0);
+		break;
+	case EV_CLOSED:
+		if (open)
+			tp->ev.closed(tp->ev_ctx, c->ctx, e->status);
+		break;
+	}
+	pthread_mutex_lock(&mem_lock);
+	conn_put(c);
+	pthread_mutex_unlock(&mem_lock);
+	free(e);
+}
+
+static int mem_progress(void *arg)
+{
+	struct mem_tp *tp = arg;
+	uint64_t v;
+	int n = 0;
+
+	if (read(tp->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_err("mem transport: eventfd read: %s", strerror(errno));
+	for (;;) {
+		struct mem_ev *e;
+
+		pthread_mutex_lock(&mem_lock);
+		e = tp->head;
+		if (e) {
+			tp->head = e->next;
+			if (!tp->head)
+				tp->tail = NULL;
+		}
+		pthread_mutex_unlock(&mem_lock);
+		if (!e)
+			break;
+		deliver(tp, e);
+		n++;
+	}
+	return n;
+}
+
+const struct rmr_transport_ops rmr_mem_transport_ops = {
+	.size = sizeof(struct rmr_transport_ops),
+	.name = "mem",
+	.create = mem_create,
+	.destroy = mem_destroy,
+	.listen = mem_listen,
+	.connect = mem_connect,
+	.send = mem_send,
+	.recv_release = mem_recv_release,
+	.close = mem_close,
+	.wait_fd = mem_wait_fd,
+	.trywait = mem_trywait,
+	.progress = mem_progress,
+};

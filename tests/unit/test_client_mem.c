@@ -1,0 +1,459 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * A client and three members in one process over the in-process transport,
+ * with in-memory stores: write fan-out, round-robin reads, ordering of
+ * overlapping writes, member loss under load, store errors, and admission
+ * of a member that missed writes (it must never serve a stale read).
+ */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rmr/client.h>
+#include <rmr/server.h>
+
+#define POOL_SIZE (4u << 20)
+#define CHUNK (128u * 1024)
+#define NMEMBERS 3
+
+struct memstore {
+	uint8_t *data;
+	atomic_bool fail;
+	pthread_mutex_t lock;
+	uint8_t meta[256];
+	size_t meta_len;
+};
+
+static void store_io(void *arg, struct rmr_store_io *io)
+{
+	struct memstore *st = arg;
+	int status = 0;
+
+	if (atomic_load(&st->fail)) {
+		rmr_store_io_done(io, -EIO);
+		return;
+	}
+	pthread_mutex_lock(&st->lock);
+	if (io->kind == RMR_IO_READ)
+		memcpy(io->data, st->data + io->addr, io->len);
+	else if (io->data_len)
+		memcpy(st->data + io->addr, io->data, io->len);
+	else if (io->len)
+		memset(st->data + io->addr, 0, io->len);
+	pthread_mutex_unlock(&st->lock);
+	rmr_store_io_done(io, status);
+}
+
+static int store_meta_load(void *arg, void *buf, size_t cap, size_t *len)
+{
+	struct memstore *st = arg;
+
+	*len = st->meta_len < cap ? st->meta_len : cap;
+	memcpy(buf, st->meta, *len);
+	return 0;
+}
+
+static int store_meta_save(void *arg, const void *buf, size_t len)
+{
+	struct memstore *st = arg;
+
+	if (len > sizeof(st->meta))
+		return -ENOSPC;
+	memcpy(st->meta, buf, len);
+	st->meta_len = len;
+	return 0;
+}
+
+static const struct rmr_store_ops store_ops = {
+	.size = sizeof(struct rmr_store_ops),
+	.io = store_io,
+	.meta_load = store_meta_load,
+	.meta_save = store_meta_save,
+};
+
+struct member {
+	char addr[32];
+	struct memstore store;
+	struct rmr_server *srv;
+	struct rmr_server_pool *pool;
+};
+
+static struct member members[NMEMBERS];
+static rmr_uuid pool_uuid;
+static int test_round;
+
+static void member_start(unsigned i)
+{
+	struct rmr_server_opts so = {
+		.size = sizeof(so),
+		.listen_addr = members[i].addr,
+		.transport = "mem",
+	};
+	struct rmr_pool_params pp = {
+		.size = sizeof(pp),
+		.name = "vol",
+		.uuid = pool_uuid,
+		.pool_size = POOL_SIZE,
+		.chunk_size = CHUNK,
+		.member_id = (uint16_t)(i + 1),
+		.members_mask = 0xe, /* ids 1..3 */
+	};
+
+	ck_assert_int_eq(rmr_server_create(&so, &members[i].srv), 0);
+	ck_assert_int_eq(rmr_server_add_pool(members[i].srv, &pp, &store_ops, &members[i].store,
+					     &members[i].pool), 0);
+}
+
+static void member_stop(unsigned i)
+{
+	if (!members[i].srv)
+		return;
+	rmr_server_remove_pool(members[i].pool);
+	rmr_server_destroy(members[i].srv);
+	members[i].srv = NULL;
+}
+
+static void setup(void)
+{
+	rmr_log_set_sink(NULL, NULL, getenv("RMR_TEST_DEBUG") ? RMR_LOG_DEBUG : RMR_LOG_WARN);
+	ck_assert_int_eq(rmr_uuid_generate(&pool_uuid), 0);
+	test_round++;
+	for (unsigned i = 0; i < NMEMBERS; i++) {
+		snprintf(members[i].addr, sizeof(members[i].addr), "t%d-m%u", test_round, i + 1);
+		members[i].store.data = calloc(1, POOL_SIZE);
+		ck_assert_ptr_nonnull(members[i].store.data);
+		atomic_store(&members[i].store.fail, false);
+		pthread_mutex_init(&members[i].store.lock, NULL);
+		members[i].store.meta_len = 0;
+		member_start(i);
+	}
+}
+
+static void teardown(void)
+{
+	for (unsigned i = 0; i < NMEMBERS; i++) {
+		member_stop(i);
+		free(members[i].store.data);
+	}
+}
+
+static struct rmr_client *open_client(unsigned min_legs)
+{
+	const char *addrs[NMEMBERS];
+	struct rmr_client_opts o = {
+		.size = sizeof(o),
+		.pool_name = "vol",
+		.transport = "mem",
+		.nmembers = NMEMBERS,
+		.members = addrs,
+		.queue_depth = 64,
+		.heartbeat_ms = 50,
+		.failure_timeout_ms = 500,
+		.reconnect_min_ms = 50,
+		.reconnect_max_ms = 200,
+		.open_timeout_ms = 2000,
+		.min_legs = min_legs,
+	};
+	struct rmr_client *c = NULL;
+
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		addrs[i] = members[i].addr;
+	ck_assert_int_eq(rmr_client_open(&o, &c), 0);
+	return c;
+}
+
+/* Synchronous request helper. */
+struct waiter {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done;
+	int status;
+	int calls;
+};
+
+static void waiter_cb(void *priv, int status)
+{
+	struct waiter *w = priv;
+
+	pthread_mutex_lock(&w->lock);
+	w->status = status;
+	w->calls++;
+	w->done = 1;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+static int do_io(struct rmr_client *c, enum rmr_io_kind kind, uint64_t addr, void *buf,
+		 uint32_t len)
+{
+	struct waiter w = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct rmr_io io = {
+		.kind = kind, .op = 1, .addr = addr, .len = len, .iov = &iov, .iovcnt = 1,
+		.cb = waiter_cb, .priv = &w,
+	};
+	int ret = rmr_client_submit(c, &io, RMR_SUBMIT_WAIT);
+
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&w.lock);
+	while (!w.done)
+		pthread_cond_wait(&w.cond, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	ck_assert_int_eq(w.calls, 1);
+	return w.status;
+}
+
+static void fill(uint8_t *buf, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)(seed * 131 + i * 7 + (i >> 9));
+}
+
+static enum rmr_member_state member_state(struct rmr_client *c, unsigned i)
+{
+	struct rmr_pool_status st = { .size = sizeof(st) };
+
+	ck_assert_int_eq(rmr_client_status(c, &st), 0);
+	return st.members[i].state;
+}
+
+/* Poll (bounded) until member @i reaches @want. */
+static void wait_state(struct rmr_client *c, unsigned i, enum rmr_member_state want)
+{
+	for (int n = 0; n < 500 && member_state(c, i) != want; n++)
+		usleep(10000);
+	ck_assert_str_eq(rmr_member_state_name(member_state(c, i)), rmr_member_state_name(want));
+}
+
+START_TEST(write_fans_out_and_reads_back)
+{
+	struct rmr_client *c = open_client(1);
+	uint8_t *buf = malloc(CHUNK), *back = malloc(CHUNK);
+	struct rmr_pool_status st = { .size = sizeof(st) };
+
+	for (unsigned n = 0; n < 24; n++) {
+		fill(buf, CHUNK, n);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, (uint64_t)n * CHUNK, buf, CHUNK), 0);
+	}
+	for (unsigned n = 0; n < 24; n++) {
+		fill(buf, CHUNK, n);
+		ck_assert_int_eq(do_io(c, RMR_IO_READ, (uint64_t)n * CHUNK, back, CHUNK), 0);
+		ck_assert_mem_eq(buf, back, CHUNK);
+	}
+	for (unsigned i = 1; i < NMEMBERS; i++)
+		ck_assert_mem_eq(members[0].store.data, members[i].store.data, POOL_SIZE);
+
+	/* Reads were spread over every member. */
+	ck_assert_int_eq(rmr_client_status(c, &st), 0);
+	ck_assert_uint_eq(st.normal_members, NMEMBERS);
+	for (unsigned i = 0; i < NMEMBERS; i++) {
+		ck_assert_uint_eq(st.members[i].writes, 24);
+		ck_assert_uint_ge(st.members[i].reads, 6);
+		ck_assert_uint_eq(st.members[i].member_id, i + 1);
+	}
+	rmr_client_close(c);
+	free(buf);
+	free(back);
+}
+END_TEST
+
+START_TEST(bad_requests_are_refused_without_callback)
+{
+	struct rmr_client *c = open_client(1);
+	struct waiter w = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+	static uint8_t buf[8192];
+	struct iovec iov = { .iov_base = buf, .iov_len = 4096 };
+	struct rmr_io io = { .kind = RMR_IO_WRITE, .op = 1, .iov = &iov, .iovcnt = 1,
+			     .cb = waiter_cb, .priv = &w };
+
+	io.addr = POOL_SIZE - 2048;
+	io.len = 4096;
+	ck_assert_int_eq(rmr_client_submit(c, &io, 0), -EINVAL); /* beyond the end */
+	io.addr = 0;
+	io.len = 8192;
+	ck_assert_int_eq(rmr_client_submit(c, &io, 0), -EINVAL); /* iov sum differs */
+	io.kind = RMR_IO_READ;
+	io.iovcnt = 0;
+	io.len = 4096;
+	ck_assert_int_eq(rmr_client_submit(c, &io, 0), -EINVAL); /* read without buffer */
+	io.kind = 7;
+	ck_assert_int_eq(rmr_client_submit(c, &io, 0), -EINVAL);
+	rmr_client_close(c);
+	ck_assert_int_eq(w.calls, 0);
+}
+END_TEST
+
+struct burst {
+	struct rmr_client *c;
+	atomic_int pending, errors;
+	uint8_t bufs[64][4096];
+};
+
+static void burst_cb(void *priv, int status)
+{
+	struct burst *b = priv;
+
+	if (status)
+		atomic_fetch_add(&b->errors, 1);
+	atomic_fetch_sub(&b->pending, 1);
+}
+
+START_TEST(overlapping_writes_apply_in_order_everywhere)
+{
+	struct rmr_client *c = open_client(1);
+	struct burst *b = calloc(1, sizeof(*b));
+
+	/* 64 writes in flight on 4 overlapping ranges: the last one per range wins everywhere. */
+	for (unsigned n = 0; n < 64; n++) {
+		struct iovec iov = { .iov_base = b->bufs[n], .iov_len = 4096 };
+		struct rmr_io io = { .kind = RMR_IO_WRITE, .op = 1, .addr = (n % 4) * 2048,
+				     .len = 4096, .iov = &iov, .iovcnt = 1, .cb = burst_cb,
+				     .priv = b };
+
+		memset(b->bufs[n], (int)n + 1, 4096);
+		atomic_fetch_add(&b->pending, 1);
+		ck_assert_int_eq(rmr_client_submit(c, &io, RMR_SUBMIT_WAIT), 0);
+	}
+	for (int n = 0; n < 1000 && atomic_load(&b->pending); n++)
+		usleep(5000);
+	ck_assert_int_eq(atomic_load(&b->pending), 0);
+	ck_assert_int_eq(atomic_load(&b->errors), 0);
+	for (unsigned i = 1; i < NMEMBERS; i++)
+		ck_assert_mem_eq(members[0].store.data, members[i].store.data, 16384);
+	/* Range 3 (bytes 6144..10239) was last written by write 63. */
+	ck_assert_uint_eq(members[0].store.data[6144], 64);
+	rmr_client_close(c);
+	free(b);
+}
+END_TEST
+
+START_TEST(member_loss_keeps_io_going_and_is_recorded)
+{
+	struct rmr_client *c = open_client(1);
+	uint8_t *buf = malloc(CHUNK), *back = malloc(CHUNK);
+	struct rmr_pool_status st = { .size = sizeof(st) };
+
+	fill(buf, CHUNK, 1);
+	ck_assert_int_eq(do_io(c, RMR_IO_WRITE, 0, buf, CHUNK), 0);
+	member_stop(1);
+	/* Every write and read keeps succeeding while members 1 and 3 are up. */
+	for (unsigned n = 0; n < 16; n++) {
+		fill(buf, CHUNK, 100 + n);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, (uint64_t)n * CHUNK, buf, CHUNK), 0);
+		ck_assert_int_eq(do_io(c, RMR_IO_READ, (uint64_t)n * CHUNK, back, CHUNK), 0);
+		ck_assert_mem_eq(buf, back, CHUNK);
+	}
+	wait_state(c, 1, RMR_MEMBER_FAILED);
+	ck_assert_int_eq(rmr_client_status(c, &st), 0);
+	ck_assert_uint_eq(st.normal_members, 2);
+	ck_assert(st.missed_mask & (1u << 2));
+	ck_assert_mem_eq(members[0].store.data, members[2].store.data, POOL_SIZE);
+	rmr_client_close(c);
+
+	/* The survivors remember durably that member 2 missed writes. */
+	{
+		struct rmr_server_status ss = { .size = sizeof(ss) };
+
+		ck_assert_int_eq(rmr_server_status(members[0].srv, &ss), 0);
+		ck_assert(ss.pools[0].missed_mask & (1u << 2));
+		ck_assert_uint_ge(ss.pools[0].meta_saves, 1);
+	}
+
+	/* Member 2 comes back; a new client must keep it out of I/O. */
+	member_start(1);
+	c = open_client(1);
+	ck_assert_str_eq(rmr_member_state_name(member_state(c, 1)), "reconnecting");
+	for (unsigned n = 0; n < 16; n++) {
+		fill(buf, CHUNK, 100 + n);
+		ck_assert_int_eq(do_io(c, RMR_IO_READ, (uint64_t)n * CHUNK, back, CHUNK), 0);
+		ck_assert_mem_eq(buf, back, CHUNK);
+	}
+	ck_assert_int_eq(rmr_client_status(c, &st), 0);
+	ck_assert_uint_eq(st.members[1].reads, 0);
+	rmr_client_close(c);
+	free(buf);
+	free(back);
+}
+END_TEST
+
+START_TEST(store_error_fails_member_not_request)
+{
+	struct rmr_client *c = open_client(1);
+	uint8_t *buf = malloc(CHUNK), *back = malloc(CHUNK);
+
+	atomic_store(&members[2].store.fail, true);
+	for (unsigned n = 0; n < 8; n++) {
+		fill(buf, CHUNK, 7 + n);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, (uint64_t)n * CHUNK, buf, CHUNK), 0);
+		ck_assert_int_eq(do_io(c, RMR_IO_READ, (uint64_t)n * CHUNK, back, CHUNK), 0);
+		ck_assert_mem_eq(buf, back, CHUNK);
+	}
+	ck_assert_str_eq(rmr_member_state_name(member_state(c, 2)), "failed");
+	ck_assert_mem_eq(members[0].store.data, members[1].store.data, POOL_SIZE);
+	rmr_client_close(c);
+	free(buf);
+	free(back);
+}
+END_TEST
+
+START_TEST(all_members_lost_fails_requests)
+{
+	struct rmr_client *c = open_client(1);
+	uint8_t buf[4096] = { 1 };
+
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		member_stop(i);
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		wait_state(c, i, RMR_MEMBER_FAILED);
+	ck_assert_int_eq(do_io(c, RMR_IO_WRITE, 0, buf, sizeof(buf)), -EIO);
+	ck_assert_int_eq(do_io(c, RMR_IO_READ, 0, buf, sizeof(buf)), -EIO);
+	rmr_client_close(c);
+}
+END_TEST
+
+START_TEST(status_renders_as_text_and_json)
+{
+	struct rmr_client *c = open_client(1);
+	struct rmr_pool_status st = { .size = sizeof(st) };
+	char out[8192];
+
+	ck_assert_int_eq(rmr_client_status(c, &st), 0);
+	ck_assert_int_gt(rmr_pool_status_format(&st, RMR_FORMAT_TEXT, out, sizeof(out)), 0);
+	ck_assert_ptr_nonnull(strstr(out, "normal"));
+	ck_assert_int_gt(rmr_pool_status_format(&st, RMR_FORMAT_JSON, out, sizeof(out)), 0);
+	ck_assert_ptr_nonnull(strstr(out, "\"state\":\"normal\""));
+	ck_assert_int_eq(rmr_pool_status_format(&st, RMR_FORMAT_JSON, out, 16), -ENOSPC);
+	rmr_client_close(c);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("client_mem");
+	TCase *tc = tcase_create("pool");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, write_fans_out_and_reads_back);
+	tcase_add_test(tc, bad_requests_are_refused_without_callback);
+	tcase_add_test(tc, overlapping_writes_apply_in_order_everywhere);
+	tcase_add_test(tc, member_loss_keeps_io_going_and_is_recorded);
+	tcase_add_test(tc, store_error_fails_member_not_request);
+	tcase_add_test(tc, all_members_lost_fails_requests);
+	tcase_add_test(tc, status_renders_as_text_and_json);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
