@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The member session state table: the whole matrix, edge by edge. */
+#include <check.h>
+#include <string.h>
+
+#include "member_state.h"
+
+#define N RMR_MEMBER_NEW
+#define OK RMR_MEMBER_NORMAL
+#define F RMR_MEMBER_FAILED
+#define R RMR_MEMBER_RECONNECTING
+#define M RMR_MEMBER_MAINTENANCE
+
+START_TEST(matrix)
+{
+	/* expected[from][to]: the design's transitions and nothing else. */
+	static const bool expected[RMR_MEMBER_STATE_COUNT][RMR_MEMBER_STATE_COUNT] = {
+		[N] = { [R] = true, [F] = true },
+		[R] = { [OK] = true, [F] = true },
+		[OK] = { [F] = true, [M] = true },
+		[F] = { [R] = true },
+		[M] = { [R] = true, [F] = true },
+	};
+
+	for (int from = 0; from < RMR_MEMBER_STATE_COUNT; from++)
+		for (int to = 0; to < RMR_MEMBER_STATE_COUNT; to++)
+			ck_assert_msg(member_state_can_move(from, to) == expected[from][to],
+				      "%s -> %s", rmr_member_state_name(from),
+				      rmr_member_state_name(to));
+}
+END_TEST
+
+START_TEST(only_normal_serves_io)
+{
+	for (int s = 0; s < RMR_MEMBER_STATE_COUNT; s++)
+		ck_assert(member_state_serves_io(s) == (s == OK));
+}
+END_TEST
+
+START_TEST(names_and_out_of_range)
+{
+	ck_assert_str_eq(rmr_member_state_name(OK), "normal");
+	ck_assert_str_eq(rmr_member_state_name(F), "failed");
+	ck_assert_str_eq(rmr_member_state_name(M), "maintenance");
+	ck_assert_str_eq(rmr_member_state_name(RMR_MEMBER_STATE_COUNT), "invalid");
+	ck_assert(!member_state_can_move(RMR_MEMBER_STATE_COUNT, OK));
+	ck_assert(!member_state_can_move(OK, (enum rmr_member_state)-1));
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("member_state");
+	TCase *tc = tcase_create("table");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, matrix);
+	tcase_add_test(tc, only_normal_serves_io);
+	tcase_add_test(tc, names_and_out_of_range);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
