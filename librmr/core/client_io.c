@@ -118,7 +118,8 @@ int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned fla
 		}
 	}
 	s->io = *io;
-	memcpy(s->iov, io->iov, io->iovcnt * sizeof(*io->iov));
+	if (io->iovcnt)
+		memcpy(s->iov, io->iov, io->iovcnt * sizeof(*io->iov));
 	s->io.iov = s->iov;
 	s->data_len = (uint32_t)data_len;
 	s->legs_mask = s->ok_mask = s->failed_mask = s->tried_mask = s->missed_ids = 0;

@@ -730,7 +730,12 @@ RMR_EXPORT int rmr_server_create(const struct rmr_server_opts *opts, struct rmr_
 
 	tparams.provider = o->provider;
 	tparams.max_msg = HDR_LEN + o->max_io_size;
-	tparams.rx_depth = o->queue_depth * 2 + 8; /* requests, MAP_ADDs, control */
+	/*
+	 * One buffer per request slot, plus room for control messages and for
+	 * MAP_ADDs that overtake the completion of their write's answer. A
+	 * message that finds no buffer waits in the transport; none is lost.
+	 */
+	tparams.rx_depth = o->queue_depth + 16;
 	tparams.tx_depth = o->queue_depth * 2 + 8;
 	tparams.name = s->name;
 	ret = loop_create(&server_loop_ops, s, RMR_MIN(o->heartbeat_ms / 2, 50), &s->loop);
