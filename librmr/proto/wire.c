@@ -189,6 +189,12 @@ static bool name_field_valid(const char *f, size_t size)
 	return true;
 }
 
+/* Copy a name into a NUL-padded field (the field is already zeroed). */
+static void copy_name(char *field, size_t size, const char *name)
+{
+	memcpy(field, name, strnlen(name, size - 1));
+}
+
 void rmr_wire_encode_hello(struct rmr_wire_hello *w, const struct rmr_hello *h)
 {
 	memset(w, 0, sizeof(*w));
@@ -197,7 +203,7 @@ void rmr_wire_encode_hello(struct rmr_wire_hello *w, const struct rmr_hello *h)
 	w->max_io_size = cpu_to_le32(h->max_io_size);
 	w->heartbeat_ms = cpu_to_le32(h->heartbeat_ms);
 	w->incarnation = cpu_to_le64(h->incarnation);
-	strncpy(w->pool_name, h->pool_name, sizeof(w->pool_name) - 1);
+	copy_name(w->pool_name, sizeof(w->pool_name), h->pool_name);
 }
 
 int rmr_wire_decode_hello(const struct rmr_msg *m, struct rmr_hello *h, char *why, size_t whylen)
@@ -237,7 +243,7 @@ void rmr_wire_encode_hello_rsp(struct rmr_wire_hello_rsp *w, const struct rmr_he
 	w->queue_depth = cpu_to_le32(h->queue_depth);
 	w->max_io_size = cpu_to_le32(h->max_io_size);
 	w->incarnation = cpu_to_le64(h->incarnation);
-	strncpy(w->pool_name, h->pool_name, sizeof(w->pool_name) - 1);
+	copy_name(w->pool_name, sizeof(w->pool_name), h->pool_name);
 }
 
 int rmr_wire_decode_hello_rsp(const struct rmr_msg *m, struct rmr_hello_rsp *h, char *why,

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Dirty map: model-checked against a plain array, memory follows the spread. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dirty_map.h"
+
+/* Check's ck_assert records a checkpoint per call: too slow for millions. */
+#define expect(cond)                                                              \
+	do {                                                                      \
+		if (!(cond))                                                      \
+			ck_abort_msg("%s:%d: %s", __FILE__, __LINE__, #cond);     \
+	} while (0)
+
+START_TEST(matches_a_plain_array_under_random_operations)
+{
+	const uint64_t n = 4096 * 512 + 3 * 4096 + 777; /* crosses a first-level page, odd tail */
+	uint8_t *model = calloc(n, 1);
+	struct dirty_map m;
+	uint64_t dirty = 0;
+
+	ck_assert_int_eq(dirty_map_init(&m, n), 0);
+	srand(7);
+	for (int op = 0; op < 200000; op++) {
+		/* Cluster half of the operations in one page so it turns dense. */
+		uint64_t c = (op & 1) ? (uint64_t)rand() % 4096 + 8192 : (uint64_t)rand() % n;
+		uint8_t v = (uint8_t)(rand() % 4);
+
+		if (rand() % 3 == 0)
+			v = 0;
+		expect(dirty_map_set(&m, c, v) == 0);
+		dirty += (uint64_t)(int64_t)((int)(v & DIRTY_BIT) - (int)(model[c] & DIRTY_BIT));
+		model[c] = v;
+		if (op % 50000 == 0) {
+			for (uint64_t i = 0; i < n; i += 97)
+				expect(dirty_map_get(&m, i) == model[i]);
+		}
+	}
+	ck_assert_uint_eq(dirty_map_count(&m), dirty);
+	for (uint64_t i = 0; i < n; i++)
+		expect(dirty_map_get(&m, i) == model[i]);
+
+	/* next() visits exactly the entries with the bits asked for. */
+	uint64_t c = dirty_map_next(&m, 0, DIRTY_BIT);
+	for (uint64_t i = 0; i < n; i++) {
+		if (model[i] & DIRTY_BIT) {
+			expect(c == i);
+			c = dirty_map_next(&m, i + 1, DIRTY_BIT);
+		}
+	}
+	ck_assert_uint_eq(c, UINT64_MAX);
+
+	/* Clearing every entry one by one frees every page. */
+	for (uint64_t i = 0; i < n; i++)
+		expect(dirty_map_set(&m, i, 0) == 0);
+	ck_assert_uint_eq(dirty_map_count(&m), 0);
+	ck_assert_uint_eq(dirty_map_memory(&m), 0);
+	dirty_map_destroy(&m);
+	free(model);
+}
+END_TEST
+
+START_TEST(memory_follows_the_dirty_spread)
+{
+	/* 1 TiB at 128 KiB chunks: 2^23 chunks; 1 % of them dirty, spread evenly. */
+	const uint64_t n = 1ull << 23;
+	struct dirty_map m;
+
+	ck_assert_int_eq(dirty_map_init(&m, n), 0);
+	ck_assert_uint_eq(dirty_map_memory(&m), 0);
+	for (uint64_t c = 0; c < n; c += 100)
+		expect(dirty_map_set(&m, c, DIRTY_BIT) == 0);
+	ck_assert_uint_eq(dirty_map_count(&m), (n + 99) / 100);
+	ck_assert_uint_le(dirty_map_memory(&m), 8u << 20);
+	/* Fully dirty: one byte per chunk plus page headers. */
+	ck_assert_int_eq(dirty_map_mark(&m, 0, n), 0);
+	ck_assert_uint_eq(dirty_map_count(&m), n);
+	ck_assert_uint_le(dirty_map_memory(&m), n + n / 64);
+	dirty_map_clear_all(&m);
+	ck_assert_uint_eq(dirty_map_memory(&m), 0);
+	ck_assert_uint_eq(dirty_map_next(&m, 0, DIRTY_BIT), UINT64_MAX);
+	dirty_map_destroy(&m);
+}
+END_TEST
+
+START_TEST(capacity_and_bounds)
+{
+	struct dirty_map m;
+
+	ck_assert_int_eq(dirty_map_init(&m, 0), -EINVAL);
+	ck_assert_int_eq(dirty_map_init(&m, DIRTY_MAP_MAX_CHUNKS + 1), -EINVAL);
+	ck_assert_int_eq(dirty_map_init(&m, DIRTY_MAP_MAX_CHUNKS), 0);
+	ck_assert_int_eq(dirty_map_set(&m, DIRTY_MAP_MAX_CHUNKS - 1, DIRTY_BIT), 0);
+	ck_assert_int_eq(dirty_map_set(&m, DIRTY_MAP_MAX_CHUNKS, DIRTY_BIT), -ERANGE);
+	ck_assert_int_eq(dirty_map_mark(&m, DIRTY_MAP_MAX_CHUNKS - 1, 2), -ERANGE);
+	ck_assert_uint_eq(dirty_map_next(&m, 0, DIRTY_BIT), DIRTY_MAP_MAX_CHUNKS - 1);
+	ck_assert_uint_eq(dirty_map_get(&m, DIRTY_MAP_MAX_CHUNKS + 5), 0);
+	ck_assert_uint_lt(dirty_map_memory(&m), 8192);
+	/* The syncing bit alone is not dirty. */
+	ck_assert_int_eq(dirty_map_set(&m, 5, SYNCING_BIT), 0);
+	ck_assert_uint_eq(dirty_map_count(&m), 1);
+	ck_assert_uint_eq(dirty_map_next(&m, 0, SYNCING_BIT), 5);
+	dirty_map_destroy(&m);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("dirty_map");
+	TCase *tc = tcase_create("map");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, matches_a_plain_array_under_random_operations);
+	tcase_add_test(tc, memory_follows_the_dirty_spread);
+	tcase_add_test(tc, capacity_and_bounds);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
