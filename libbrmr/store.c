@@ -1,0 +1,874 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * A member's backing store: a regular file (sparse) or a block device with a
+ * brmr superblock, a metadata area and the pool's data. This file formats
+ * and opens stores and implements the rmr store callbacks on them.
+ *
+ * Data requests run on a few worker threads, not on librmr's event loop: a
+ * pread that misses the cache or an fdatasync can take longer than the
+ * heartbeat timeout, and the loop must keep answering heartbeats meanwhile.
+ * The client never has two overlapping writes in flight, so the workers may
+ * apply requests in any order.
+ */
+#include "brmr_internal.h"
+#include "crc32c.h"
+#include "store.h"
+#include "superblock.h"
+
+#include <rmr/brmr_pool.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define STORE_WORKERS 4
+/* Requests queued for the workers; beyond it a request runs inline. */
+#define STORE_QUEUE_LEN 1024
+/* Bytes at the start of a target that must be zero to format it without force. */
+#define FORMAT_BLANK_CHECK (1u << 20)
+
+struct brmr_store {
+	int fd;
+	bool read_only;       /* opened O_RDONLY: can be inspected, not served */
+	bool locked;          /* holds the exclusive flock of a served store */
+	uint64_t dev_size;
+	struct superblock sb;
+	atomic_bool fail_io;  /* brmr_store_inject_fault() */
+	store_done_fn done;
+
+	pthread_mutex_t meta_lock;
+	bool meta_known;      /* meta_seq is valid */
+	uint64_t meta_seq;    /* sequence of the newest valid blob, 0 if none */
+
+	pthread_mutex_t q_lock;
+	pthread_cond_t q_cond;
+	struct rmr_store_io *q_ring[STORE_QUEUE_LEN];
+	unsigned q_head, q_count;
+	bool q_stop;
+	unsigned nworkers;
+	pthread_t workers[STORE_WORKERS];
+};
+
+static int __attribute__((format(printf, 4, 5)))
+fail(int err, char *why, size_t whylen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && whylen) {
+		va_start(ap, fmt);
+		vsnprintf(why, whylen, fmt, ap);
+		va_end(ap);
+	}
+	return err;
+}
+
+/* --- plain I/O helpers ------------------------------------------------------ */
+
+/* Size of a regular file or block device; -ENODEV for anything else. */
+static int fd_size(int fd, bool *blkdev, uint64_t *size)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	*blkdev = S_ISBLK(st.st_mode);
+	if (*blkdev)
+		return ioctl(fd, BLKGETSIZE64, size) < 0 ? -errno : 0;
+	if (!S_ISREG(st.st_mode))
+		return -ENODEV;
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+/* Read exactly @p len bytes; a read that ends early (store shrunk) is -EIO. */
+static int pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * Write exactly @p len bytes. With @p dsync the data is durable on return:
+ * RWF_DSYNC where the kernel has it (one round trip), else fdatasync after.
+ */
+static int pwrite_full(int fd, const void *buf, size_t len, uint64_t off, bool dsync)
+{
+	static atomic_bool no_rwf_dsync;
+	bool use_rwf = dsync && !atomic_load(&no_rwf_dsync);
+	size_t done = 0;
+
+	while (done < len) {
+		struct iovec iov = { (char *)buf + done, len - done };
+		ssize_t n = use_rwf ? pwritev2(fd, &iov, 1, (off_t)(off + done), RWF_DSYNC)
+				    : pwrite(fd, iov.iov_base, iov.iov_len, (off_t)(off + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && use_rwf && (errno == EOPNOTSUPP || errno == ENOSYS)) {
+			atomic_store(&no_rwf_dsync, true);
+			use_rwf = false;
+			continue;
+		}
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		done += (size_t)n;
+	}
+	if (dsync && !use_rwf && fdatasync(fd) < 0)
+		return -errno;
+	return 0;
+}
+
+static bool fallocate_unsupported(int err)
+{
+	/* EINVAL: the file system or device cannot do it for this range. */
+	return err == EOPNOTSUPP || err == ENOSYS || err == EINVAL;
+}
+
+/*
+ * Make [off, off + len) read as zeroes. @p punch (TRIM) prefers releasing the
+ * space; otherwise (WRITE_ZEROES) keep it allocated where the system can.
+ * Falls back to writing zeroes, so it works on any file system and device.
+ */
+static int zero_range(int fd, uint64_t off, uint64_t len, bool punch)
+{
+	static const uint8_t zeroes[64 * 1024];
+
+	if (!punch) {
+		if (fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+			      (off_t)len) == 0)
+			return 0;
+		if (!fallocate_unsupported(errno))
+			return -errno;
+	}
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+		      (off_t)len) == 0)
+		return 0;
+	if (!fallocate_unsupported(errno))
+		return -errno;
+	while (len) {
+		size_t n = len < sizeof(zeroes) ? (size_t)len : sizeof(zeroes);
+		int ret = pwrite_full(fd, zeroes, n, off, false);
+
+		if (ret < 0)
+			return ret;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* --- data requests ----------------------------------------------------------- */
+
+/* Apply one request; returns its status. The server checked it too, but the
+ * store checks again: it is the last line before the disk. */
+static int store_do_io(struct brmr_store *s, const struct rmr_store_io *io)
+{
+	bool fua = io->op_flags & BRMR_F_FUA;
+	uint64_t off = s->sb.data_offset + io->addr;
+	bool data_op = io->op == BRMR_OP_READ || io->op == BRMR_OP_WRITE;
+	int ret;
+
+	if (io->op_flags & ~(uint32_t)BRMR_F_FUA)
+		return -EINVAL;
+	if ((io->kind == RMR_IO_READ) != (io->op == BRMR_OP_READ))
+		return -EINVAL;
+	if (io->op == BRMR_OP_FLUSH) {
+		if (io->addr || io->len)
+			return -EINVAL;
+	} else if (!io->len || io->addr > s->sb.pool_size ||
+		   io->len > s->sb.pool_size - io->addr) {
+		return -EINVAL;
+	}
+	if (data_op ? (!io->data || io->data_len != io->len) : io->data_len != 0)
+		return -EINVAL;
+	if (atomic_load(&s->fail_io))
+		return -EIO;
+
+	switch (io->op) {
+	case BRMR_OP_READ:
+		return pread_full(s->fd, io->data, io->len, off);
+	case BRMR_OP_WRITE:
+		return pwrite_full(s->fd, io->data, io->len, off, fua);
+	case BRMR_OP_FLUSH:
+		return fdatasync(s->fd) < 0 ? -errno : 0;
+	case BRMR_OP_TRIM:
+	case BRMR_OP_WRITE_ZEROES:
+		ret = zero_range(s->fd, off, io->len, io->op == BRMR_OP_TRIM);
+		if (ret == 0 && fua && fdatasync(s->fd) < 0)
+			ret = -errno;
+		return ret;
+	default:
+		return -EOPNOTSUPP;
+	}
+}
+
+static void *store_worker(void *arg)
+{
+	struct brmr_store *s = arg;
+
+	pthread_mutex_lock(&s->q_lock);
+	for (;;) {
+		struct rmr_store_io *io;
+
+		while (!s->q_count && !s->q_stop)
+			pthread_cond_wait(&s->q_cond, &s->q_lock);
+		if (!s->q_count)
+			break; /* stopping and drained */
+		io = s->q_ring[s->q_head];
+		s->q_head = (s->q_head + 1) % STORE_QUEUE_LEN;
+		s->q_count--;
+		pthread_mutex_unlock(&s->q_lock);
+		s->done(io, store_do_io(s, io));
+		pthread_mutex_lock(&s->q_lock);
+	}
+	pthread_mutex_unlock(&s->q_lock);
+	return NULL;
+}
+
+int store_workers_start(struct brmr_store *s)
+{
+	if (s->nworkers)
+		return 0;
+	s->q_stop = false;
+	for (unsigned i = 0; i < STORE_WORKERS; i++) {
+		int ret = pthread_create(&s->workers[i], NULL, store_worker, s);
+
+		if (ret) {
+			if (i == 0)
+				return -ret;
+			break; /* fewer workers still work */
+		}
+		s->nworkers++;
+	}
+	return 0;
+}
+
+static void store_workers_stop(struct brmr_store *s)
+{
+	pthread_mutex_lock(&s->q_lock);
+	s->q_stop = true;
+	pthread_cond_broadcast(&s->q_cond);
+	pthread_mutex_unlock(&s->q_lock);
+	for (unsigned i = 0; i < s->nworkers; i++)
+		pthread_join(s->workers[i], NULL);
+	s->nworkers = 0;
+}
+
+static void store_io(void *store, struct rmr_store_io *io)
+{
+	struct brmr_store *s = store;
+
+	pthread_mutex_lock(&s->q_lock);
+	if (s->nworkers && !s->q_stop && s->q_count < STORE_QUEUE_LEN) {
+		s->q_ring[(s->q_head + s->q_count) % STORE_QUEUE_LEN] = io;
+		s->q_count++;
+		pthread_cond_signal(&s->q_cond);
+		pthread_mutex_unlock(&s->q_lock);
+		return;
+	}
+	pthread_mutex_unlock(&s->q_lock);
+	/* No workers (tests) or the queue is full: slower, still correct. */
+	s->done(io, store_do_io(s, io));
+}
+
+/* --- resync and metadata callbacks --------------------------------------------- */
+
+/* Byte range of chunk @p chunk; -EINVAL unless @p len is exactly its size. */
+static int chunk_range(const struct brmr_store *s, uint64_t chunk, uint32_t len,
+		       uint64_t *off)
+{
+	uint64_t start, size;
+
+	if (chunk >= (s->sb.pool_size + s->sb.chunk_size - 1) / s->sb.chunk_size)
+		return -EINVAL;
+	start = chunk * s->sb.chunk_size;
+	size = s->sb.pool_size - start;
+	if (size > s->sb.chunk_size)
+		size = s->sb.chunk_size;
+	if (len != size)
+		return -EINVAL;
+	*off = s->sb.data_offset + start;
+	return 0;
+}
+
+static int store_chunk_export(void *store, uint64_t chunk, void *buf, uint32_t len)
+{
+	struct brmr_store *s = store;
+	uint64_t off;
+	int ret = chunk_range(s, chunk, len, &off);
+
+	if (ret < 0)
+		return ret;
+	if (atomic_load(&s->fail_io))
+		return -EIO;
+	return pread_full(s->fd, buf, len, off);
+}
+
+static int store_chunk_import(void *store, uint64_t chunk, const void *buf, uint32_t len)
+{
+	struct brmr_store *s = store;
+	uint64_t off;
+	int ret = chunk_range(s, chunk, len, &off);
+
+	if (ret < 0)
+		return ret;
+	if (atomic_load(&s->fail_io))
+		return -EIO;
+	return pwrite_full(s->fd, buf, len, off, false);
+}
+
+/*
+ * Find the newest valid metadata blob. On success sets @p idx (or -1 if
+ * there is none) and @p seq, @p len of it. A slot is valid when its header
+ * checks and the crc over header and blob matches; a torn save fails the crc
+ * and the other slot, holding the previous blob, wins.
+ */
+static int meta_scan(struct brmr_store *s, int *idx, uint64_t *seq, uint64_t *len)
+{
+	struct meta_hdr_disk h[2];
+	bool present[2] = { false, false };
+	uint64_t sq[2], ln[2];
+	bool valid[2] = { false, false };
+	char why[160];
+
+	*idx = -1;
+	*seq = 0;
+	*len = 0;
+	for (unsigned i = 0; i < 2; i++) {
+		void *blob;
+		int ret = pread_full(s->fd, &h[i], sizeof(h[i]), meta_slot_offset(&s->sb, i));
+
+		if (ret < 0)
+			return ret;
+		ret = meta_hdr_decode(&s->sb, i, &h[i], &sq[i], &ln[i], why, sizeof(why));
+		present[i] = ret != -ENODATA;
+		if (ret < 0)
+			continue;
+		blob = malloc(ln[i] ? ln[i] : 1);
+		if (!blob)
+			return -ENOMEM;
+		ret = pread_full(s->fd, blob, ln[i], meta_slot_offset(&s->sb, i) + META_HDR_SIZE);
+		valid[i] = ret == 0 && meta_hdr_crc_ok(&h[i], blob);
+		free(blob);
+		if (ret < 0)
+			return ret;
+	}
+	for (unsigned i = 0; i < 2; i++)
+		if (valid[i] && (*idx < 0 || sq[i] > *seq)) {
+			*idx = (int)i;
+			*seq = sq[i];
+			*len = ln[i];
+		}
+	if (*idx >= 0)
+		return 0;
+	/*
+	 * Nothing valid. That is a fresh store if nothing was ever written, or
+	 * if the only header is the very first save (sequence 1, slot 1), torn.
+	 * Anything else means a blob that was durably saved is now unreadable:
+	 * refuse rather than start with forgotten state.
+	 */
+	if (!present[0] && (!present[1] || (sb_le64_to_cpu(h[1].sequence) == 1 &&
+					    !memcmp(h[1].magic, META_MAGIC, 8))))
+		return 0;
+	return -EBADMSG;
+}
+
+static int store_meta_load(void *store, void *buf, size_t cap, size_t *len)
+{
+	struct brmr_store *s = store;
+	uint64_t seq, l;
+	int idx, ret;
+
+	pthread_mutex_lock(&s->meta_lock);
+	ret = meta_scan(s, &idx, &seq, &l);
+	if (ret == 0 && idx >= 0 && l > cap)
+		ret = -EOVERFLOW;
+	if (ret == 0 && idx >= 0)
+		ret = pread_full(s->fd, buf, l, meta_slot_offset(&s->sb, (unsigned)idx) +
+					      META_HDR_SIZE);
+	if (ret == 0) {
+		*len = idx >= 0 ? l : 0;
+		s->meta_seq = seq;
+		s->meta_known = true;
+	}
+	pthread_mutex_unlock(&s->meta_lock);
+	return ret;
+}
+
+static int store_meta_save(void *store, const void *buf, size_t len)
+{
+	struct brmr_store *s = store;
+	uint64_t seq, l;
+	uint8_t *rec;
+	int idx, ret = 0;
+
+	if (len > meta_slot_capacity(&s->sb))
+		return -E2BIG;
+	if (len && !buf)
+		return -EINVAL;
+	pthread_mutex_lock(&s->meta_lock);
+	if (!s->meta_known) {
+		ret = meta_scan(s, &idx, &seq, &l);
+		/* A corrupt area is overwritten only by a deliberate save. */
+		s->meta_seq = ret == 0 ? seq : 0;
+		s->meta_known = true;
+		ret = 0;
+	}
+	seq = s->meta_seq + 1;
+	rec = malloc(META_HDR_SIZE + len);
+	if (!rec) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	/* Header and blob in one write; the slot is the one not holding the newest blob. */
+	meta_hdr_encode(&s->sb, seq, buf, len, (struct meta_hdr_disk *)rec);
+	if (len)
+		memcpy(rec + META_HDR_SIZE, buf, len);
+	ret = pwrite_full(s->fd, rec, META_HDR_SIZE + len, meta_slot_offset(&s->sb, seq & 1),
+			  false);
+	free(rec);
+	if (ret == 0 && fdatasync(s->fd) < 0)
+		ret = -errno;
+	if (ret == 0)
+		s->meta_seq = seq;
+out:
+	pthread_mutex_unlock(&s->meta_lock);
+	return ret;
+}
+
+static int store_flush(void *store)
+{
+	struct brmr_store *s = store;
+
+	return fdatasync(s->fd) < 0 ? -errno : 0;
+}
+
+const struct rmr_store_ops store_ops = {
+	.size = sizeof(struct rmr_store_ops),
+	.io = store_io,
+	.chunk_export = store_chunk_export,
+	.chunk_import = store_chunk_import,
+	.meta_load = store_meta_load,
+	.meta_save = store_meta_save,
+	.flush = store_flush,
+};
+
+/* --- format ---------------------------------------------------------------- */
+
+static bool zeroed(const void *p, size_t len)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < len; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+/* Build the superblock a format writes, or explain why the parameters are bad. */
+static int format_superblock(const struct brmr_format_params *p,
+			     const struct brmr_member *members, unsigned nmembers,
+			     struct superblock *sb, char *why, size_t whylen)
+{
+	if (!p->pool_name || !superblock_name_valid(p->pool_name))
+		return fail(-EINVAL, why, whylen,
+			    "bad pool name (1..%u characters of [A-Za-z0-9._-])", RMR_NAME_MAX);
+	if (nmembers > RMR_MAX_MEMBERS)
+		return fail(-EINVAL, why, whylen, "too many members (most %u)", RMR_MAX_MEMBERS);
+	if (nmembers && !members)
+		return fail(-EINVAL, why, whylen, "member list missing");
+	memset(sb, 0, sizeof(*sb));
+	sb->version = SB_VERSION;
+	sb->pool_uuid = p->pool_uuid;
+	strcpy(sb->pool_name, p->pool_name);
+	sb->member_id = p->member_id;
+	sb->chunk_size = p->chunk_size;
+	sb->pool_size = p->pool_size;
+	sb->sequence = 1;
+	sb->nmembers = (uint16_t)nmembers;
+	for (unsigned i = 0; i < nmembers; i++) {
+		size_t n = strnlen(members[i].addr, sizeof(members[i].addr));
+
+		if (n == sizeof(members[i].addr))
+			return fail(-EINVAL, why, whylen, "member %u: address too long",
+				    members[i].id);
+		sb->members[i].id = members[i].id;
+		memcpy(sb->members[i].addr, members[i].addr, n);
+	}
+	/* Sizes are checked before the layout so that it cannot overflow. */
+	if (p->chunk_size < BRMR_CHUNK_MIN || p->chunk_size > BRMR_CHUNK_MAX ||
+	    (p->chunk_size & (p->chunk_size - 1)))
+		return fail(-EINVAL, why, whylen,
+			    "chunk size %" PRIu32 " is not a power of two in 128K..1M",
+			    p->chunk_size);
+	if (!p->pool_size || p->pool_size % 4096 || p->pool_size > (UINT64_MAX >> 2))
+		return fail(-EINVAL, why, whylen,
+			    "pool size %" PRIu64 " is not a positive multiple of 4096",
+			    p->pool_size);
+	if (superblock_layout(sb, rmr_server_meta_max()) < 0)
+		return fail(-EINVAL, why, whylen, "pool size %" PRIu64 " is too large",
+			    p->pool_size);
+	/* The decoder's rules are the format's rules. */
+	if (superblock_check(sb, UINT64_MAX, why, whylen) < 0)
+		return -EINVAL;
+	return 0;
+}
+
+/* Invalidate both superblock slots: the store is then nobody's. */
+static int format_wipe_superblocks(int fd)
+{
+	static const uint8_t zeroes[SB_AREA_SIZE];
+	int ret = pwrite_full(fd, zeroes, sizeof(zeroes), 0, false);
+
+	if (ret == 0 && fdatasync(fd) < 0)
+		ret = -errno;
+	return ret;
+}
+
+/* fsync the directory holding a new file so that the file survives a crash. */
+static void fsync_parent(const char *path)
+{
+	char dir[PATH_MAX];
+	char *slash;
+	int fd;
+
+	if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir))
+		return;
+	slash = strrchr(dir, '/');
+	if (!slash)
+		strcpy(dir, ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+}
+
+BRMR_EXPORT int brmr_store_format_pool(const char *path, const struct brmr_format_params *p,
+				       const struct brmr_member *members, unsigned nmembers,
+				       unsigned flags, char *why, size_t whylen)
+{
+	struct brmr_format_params fp;
+	struct superblock sb, old;
+	struct sb_disk d;
+	uint8_t *head = NULL;
+	bool check_only = flags & BRMR_FORMAT_CHECK_ONLY;
+	bool blkdev = false, created = false;
+	uint64_t size = 0, need;
+	int fd, ret;
+
+	if (!path || !*path || !p || (flags & ~(unsigned)BRMR_FORMAT_CHECK_ONLY))
+		return fail(-EINVAL, why, whylen, "bad arguments");
+	{
+		size_t psz;
+
+		memcpy(&psz, p, sizeof(psz));
+		if (psz < sizeof(size_t))
+			return fail(-EINVAL, why, whylen, "bad format parameters size");
+		memset(&fp, 0, sizeof(fp));
+		memcpy(&fp, p, psz < sizeof(fp) ? psz : sizeof(fp));
+	}
+	ret = format_superblock(&fp, members, nmembers, &sb, why, whylen);
+	if (ret < 0)
+		return ret;
+	need = sb.data_offset + sb.pool_size;
+
+	if (check_only) {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT) {
+			/* Will be created: its directory must exist and be writable. */
+			char dir[PATH_MAX];
+			char *slash;
+
+			snprintf(dir, sizeof(dir), "%s", path);
+			slash = strrchr(dir, '/');
+			if (slash)
+				*(slash == dir ? slash + 1 : slash) = '\0';
+			if (access(slash ? dir : ".", W_OK | X_OK) < 0)
+				return fail(-errno, why, whylen, "cannot create %s: %s", path,
+					    strerror(errno));
+			return 0;
+		}
+	} else {
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT) {
+			fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+			created = fd >= 0;
+		}
+	}
+	if (fd < 0)
+		return fail(-errno, why, whylen, "cannot open %s: %s", path, strerror(errno));
+	ret = fd_size(fd, &blkdev, &size);
+	if (ret < 0) {
+		fail(ret, why, whylen, "%s is not a regular file or block device", path);
+		goto out;
+	}
+	/* A store being served is locked by its server: never format under it. */
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		ret = fail(errno == EWOULDBLOCK ? -EBUSY : -errno, why, whylen,
+			   "%s is in use (served by a brmr-server?)", path);
+		goto out;
+	}
+	/*
+	 * Without force only a blank target is formatted. "Blank" looks at the
+	 * first MiB, not just our 8 KiB: other formats start later (a ZFS
+	 * label leaves its first 8 KiB empty, for one).
+	 */
+	head = calloc(1, FORMAT_BLANK_CHECK);
+	if (!head) {
+		ret = fail(-ENOMEM, why, whylen, "out of memory");
+		goto out;
+	}
+	if (size) {
+		ret = pread_full(fd, head, size < FORMAT_BLANK_CHECK ? (size_t)size
+								 : FORMAT_BLANK_CHECK, 0);
+		if (ret < 0) {
+			fail(ret, why, whylen, "reading %s: %s", path, strerror(-ret));
+			goto out;
+		}
+	}
+	if (!fp.force && !zeroed(head, FORMAT_BLANK_CHECK)) {
+		if (superblock_load(fd, size, &old, NULL, NULL, 0) == 0)
+			ret = fail(-EEXIST, why, whylen,
+				   "%s already holds member %u of pool %s (use force to overwrite)",
+				   path, old.member_id, old.pool_name);
+		else
+			ret = fail(-EEXIST, why, whylen,
+				   "%s holds data that is not a brmr store (use force to overwrite)",
+				   path);
+		goto out;
+	}
+	if (blkdev && size < need) {
+		ret = fail(-ENOSPC, why, whylen,
+			   "%s has %" PRIu64 " bytes, the pool needs %" PRIu64, path, size, need);
+		goto out;
+	}
+	if (check_only && access(path, W_OK) < 0) {
+		ret = fail(-errno, why, whylen, "cannot write %s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (check_only) {
+		ret = 0;
+		goto out;
+	}
+
+	/*
+	 * Crash-safe order: first make the old superblocks invalid, then clear
+	 * metadata and data, then write the new superblock. A crash in between
+	 * leaves a store that refuses to open (format again), never an old
+	 * superblock over half-cleared state or a new one over stale data.
+	 */
+	ret = format_wipe_superblocks(fd);
+	if (ret == 0 && !blkdev) {
+		/* Dropping every block is the fastest zeroing of a file; sparse after. */
+		if (ftruncate(fd, SB_AREA_SIZE) < 0 || ftruncate(fd, (off_t)need) < 0)
+			ret = -errno;
+	} else if (ret == 0) {
+		ret = zero_range(fd, SB_AREA_SIZE, need - SB_AREA_SIZE, true);
+	}
+	if (ret == 0 && fdatasync(fd) < 0)
+		ret = -errno;
+	if (ret == 0) {
+		superblock_encode(&sb, &d);
+		ret = pwrite_full(fd, &d, sizeof(d), 0, true);
+	}
+	if (ret < 0) {
+		fail(ret, why, whylen, "formatting %s: %s", path, strerror(-ret));
+		goto out;
+	}
+	if (created)
+		fsync_parent(path);
+out:
+	free(head);
+	close(fd);
+	if (ret < 0 && created)
+		unlink(path);
+	return ret;
+}
+
+BRMR_EXPORT int brmr_store_format(const char *path, const struct brmr_format_params *p)
+{
+	return brmr_store_format_pool(path, p, NULL, 0, 0, NULL, 0);
+}
+
+/* --- open, info, serve ------------------------------------------------------------ */
+
+BRMR_EXPORT int brmr_store_open(const char *path, struct brmr_store **out, char *why,
+				size_t whylen)
+{
+	struct brmr_store *s;
+	bool blkdev;
+	int ret;
+
+	if (!path || !out)
+		return fail(-EINVAL, why, whylen, "bad arguments");
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return fail(-ENOMEM, why, whylen, "out of memory");
+	s->fd = open(path, O_RDWR | O_CLOEXEC);
+	if (s->fd < 0 && (errno == EACCES || errno == EROFS || errno == EPERM)) {
+		/* Enough to inspect it; brmr_store_serve() will refuse. */
+		s->fd = open(path, O_RDONLY | O_CLOEXEC);
+		s->read_only = true;
+	}
+	if (s->fd < 0) {
+		ret = fail(-errno, why, whylen, "cannot open %s: %s", path, strerror(errno));
+		free(s);
+		return ret;
+	}
+	ret = fd_size(s->fd, &blkdev, &s->dev_size);
+	if (ret < 0) {
+		fail(ret, why, whylen, "%s: %s", path,
+		     ret == -ENODEV ? "not a regular file or block device" : strerror(-ret));
+		goto err;
+	}
+	ret = superblock_load(s->fd, s->dev_size, &s->sb, NULL, why, whylen);
+	if (ret < 0)
+		goto err;
+	pthread_mutex_init(&s->meta_lock, NULL);
+	pthread_mutex_init(&s->q_lock, NULL);
+	pthread_cond_init(&s->q_cond, NULL);
+	s->done = rmr_store_io_done;
+	*out = s;
+	return 0;
+err:
+	close(s->fd);
+	free(s);
+	return ret;
+}
+
+BRMR_EXPORT void brmr_store_close(struct brmr_store *s)
+{
+	if (!s)
+		return;
+	store_workers_stop(s);
+	close(s->fd); /* also drops the flock */
+	pthread_mutex_destroy(&s->meta_lock);
+	pthread_mutex_destroy(&s->q_lock);
+	pthread_cond_destroy(&s->q_cond);
+	free(s);
+}
+
+BRMR_EXPORT int brmr_store_info(struct brmr_store *s, struct brmr_store_info *info)
+{
+	if (!s || !info || info->size < sizeof(*info))
+		return -EINVAL;
+	memset(info, 0, sizeof(*info));
+	info->size = sizeof(*info);
+	memcpy(info->pool_name, s->sb.pool_name, sizeof(info->pool_name));
+	info->pool_uuid = s->sb.pool_uuid;
+	info->pool_size = s->sb.pool_size;
+	info->chunk_size = s->sb.chunk_size;
+	info->member_id = s->sb.member_id;
+	info->format_version = s->sb.version;
+	info->data_offset = s->sb.data_offset;
+	info->meta_offset = s->sb.meta_offset;
+	info->meta_size = s->sb.meta_size;
+	info->sequence = s->sb.sequence;
+	return 0;
+}
+
+BRMR_EXPORT int brmr_store_members(struct brmr_store *s, struct brmr_member *out,
+				   unsigned cap)
+{
+	if (!s || (cap && !out))
+		return -EINVAL;
+	for (unsigned i = 0; i < s->sb.nmembers && i < cap; i++) {
+		memset(&out[i], 0, sizeof(out[i]));
+		out[i].id = s->sb.members[i].id;
+		memcpy(out[i].addr, s->sb.members[i].addr, sizeof(out[i].addr));
+	}
+	return s->sb.nmembers;
+}
+
+BRMR_EXPORT int brmr_store_serve(struct brmr_store *s, struct rmr_server *srv,
+				 struct rmr_server_pool **out)
+{
+	struct rmr_pool_params params = {
+		.size = sizeof(params),
+		.name = s ? s->sb.pool_name : NULL,
+		.pool_size = s ? s->sb.pool_size : 0,
+		.chunk_size = s ? s->sb.chunk_size : 0,
+		.member_id = s ? s->sb.member_id : 0,
+	};
+	int ret;
+
+	if (!s || !srv || !out)
+		return -EINVAL;
+	if (s->read_only)
+		return -EROFS;
+	/*
+	 * One server per store: a second one would apply writes that the first
+	 * does not know about and corrupt the pool's bookkeeping.
+	 */
+	if (!s->locked) {
+		if (flock(s->fd, LOCK_EX | LOCK_NB) < 0)
+			return errno == EWOULDBLOCK ? -EBUSY : -errno;
+		s->locked = true;
+	}
+	params.uuid = s->sb.pool_uuid;
+	/*
+	 * The pool's members come from the superblock's list. A store formatted
+	 * without one (brmr_store_format()) knows only itself.
+	 */
+	params.members_mask = 1ull << s->sb.member_id;
+	for (unsigned i = 0; i < s->sb.nmembers; i++)
+		params.members_mask |= 1ull << s->sb.members[i].id;
+	ret = store_workers_start(s);
+	if (ret == 0)
+		ret = rmr_server_add_pool(srv, &params, &store_ops, s, out);
+	if (ret < 0) {
+		store_workers_stop(s);
+		flock(s->fd, LOCK_UN);
+		s->locked = false;
+	}
+	return ret;
+}
+
+BRMR_EXPORT void brmr_store_inject_fault(struct brmr_store *s, bool fail_io)
+{
+	if (s)
+		atomic_store(&s->fail_io, fail_io);
+}
+
+void store_set_done(struct brmr_store *s, store_done_fn fn)
+{
+	s->done = fn;
+}
+
+const struct superblock *store_superblock(const struct brmr_store *s)
+{
+	return &s->sb;
+}

@@ -1,0 +1,1048 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The brmr store: on-disk format (superblock A/B slots, metadata slots) and
+ * the store callbacks, on real files in a temporary directory.
+ */
+#include <check.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <rmr/brmr.h>
+#include <rmr/brmr_pool.h>
+
+#include "crc32c.h"
+#include "store.h"
+#include "superblock.h"
+
+#define GiB (1024ull * 1024 * 1024)
+#define MiB (1024ull * 1024)
+#define SMALL_POOL (4 * MiB)
+
+static char tmpdir[256];
+static char path[512];
+
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(p);
+}
+
+static void setup(void)
+{
+	const char *base = getenv("TMPDIR");
+
+	snprintf(tmpdir, sizeof(tmpdir), "%s/brmr-sb-XXXXXX", base ? base : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	snprintf(path, sizeof(path), "%s/store", tmpdir);
+}
+
+static void teardown(void)
+{
+	nftw(tmpdir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static const struct brmr_member test_members[] = {
+	{ .id = 1, .addr = "127.0.0.1:7001" },
+	{ .id = 2, .addr = "127.0.0.1:7002" },
+	{ .id = 5, .addr = "[::1]:7005" },
+};
+
+static struct brmr_format_params params(uint64_t pool_size, uint16_t member_id)
+{
+	struct brmr_format_params p = {
+		.size = sizeof(p),
+		.pool_name = "vol-1",
+		.pool_size = pool_size,
+		.chunk_size = 128 * 1024,
+		.member_id = member_id,
+	};
+
+	for (unsigned i = 0; i < RMR_UUID_LEN; i++)
+		p.pool_uuid.b[i] = (uint8_t)(0xa0 + i);
+	return p;
+}
+
+static void format_store(uint64_t pool_size)
+{
+	struct brmr_format_params p = params(pool_size, 2);
+	char why[256] = "";
+	int ret = brmr_store_format_pool(path, &p, test_members, 3, 0, why, sizeof(why));
+
+	ck_assert_msg(ret == 0, "format: %d %s", ret, why);
+}
+
+static void read_slot(unsigned idx, struct sb_disk *d)
+{
+	int fd = open(path, O_RDONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, d, sizeof(*d), idx * SB_SLOT_SIZE), (ssize_t)sizeof(*d));
+	close(fd);
+}
+
+static void write_at(const void *buf, size_t len, off_t off)
+{
+	int fd = open(path, O_WRONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, buf, len, off), (ssize_t)len);
+	close(fd);
+}
+
+static void write_slot(unsigned idx, const struct sb_disk *d)
+{
+	write_at(d, sizeof(*d), (off_t)idx * SB_SLOT_SIZE);
+}
+
+/* Open and expect failure @p err with @p reason in the message. */
+static void expect_refused(int err, const char *reason)
+{
+	struct brmr_store *s = NULL;
+	char why[512] = "";
+	int ret = brmr_store_open(path, &s, why, sizeof(why));
+
+	ck_assert_msg(ret == err, "open returned %d (%s), expected %d (%s)", ret, why, err,
+		      reason);
+	ck_assert_msg(strstr(why, reason), "reason '%s' does not mention '%s'", why, reason);
+	ck_assert_ptr_null(s);
+}
+
+static uint8_t *file_bytes(size_t *len)
+{
+	struct stat st;
+	uint8_t *buf;
+	int fd = open(path, O_RDONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	*len = (size_t)st.st_size;
+	buf = malloc(*len + 1);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(pread(fd, buf, *len, 0), (ssize_t)*len);
+	close(fd);
+	return buf;
+}
+
+/* One assertion per buffer: check records every assertion it passes. */
+static bool is_zero(const void *p, size_t len)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < len; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+/* --- synchronous store I/O through the io callback ------------------------------- */
+
+struct wait_io {
+	struct rmr_store_io io;
+	int status;
+	int calls;
+};
+
+static pthread_mutex_t io_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t io_cond = PTHREAD_COND_INITIALIZER;
+
+static void test_done(struct rmr_store_io *io, int status)
+{
+	struct wait_io *w = (struct wait_io *)io;
+
+	pthread_mutex_lock(&io_lock);
+	w->status = status;
+	w->calls++;
+	pthread_cond_broadcast(&io_cond);
+	pthread_mutex_unlock(&io_lock);
+}
+
+static int do_io(struct brmr_store *s, uint16_t op, uint32_t flags, uint64_t addr,
+		 uint32_t len, void *data)
+{
+	struct wait_io w = {
+		.io = {
+			.kind = op == BRMR_OP_READ ? RMR_IO_READ : RMR_IO_WRITE,
+			.op = op,
+			.op_flags = flags,
+			.addr = addr,
+			.len = len,
+			.data = data,
+			.data_len = data ? len : 0,
+		},
+	};
+
+	store_ops.io(s, &w.io);
+	pthread_mutex_lock(&io_lock);
+	while (!w.calls)
+		pthread_cond_wait(&io_cond, &io_lock);
+	pthread_mutex_unlock(&io_lock);
+	usleep(1000); /* a second completion would show up here */
+	ck_assert_int_eq(w.calls, 1);
+	return w.status;
+}
+
+static struct brmr_store *open_ok(void)
+{
+	struct brmr_store *s = NULL;
+	char why[256] = "";
+	int ret = brmr_store_open(path, &s, why, sizeof(why));
+
+	ck_assert_msg(ret == 0, "open: %d %s", ret, why);
+	store_set_done(s, test_done);
+	return s;
+}
+
+/* --- tests ------------------------------------------------------------------ */
+
+START_TEST(test_crc32c_vectors)
+{
+	uint8_t zero[32] = { 0 }, ones[32];
+
+	memset(ones, 0xff, sizeof(ones));
+	ck_assert_uint_eq(crc32c(0, "123456789", 9), 0xe3069283);
+	/* RFC 3720 B.4 */
+	ck_assert_uint_eq(crc32c(0, zero, sizeof(zero)), 0x8a9136aa);
+	ck_assert_uint_eq(crc32c(0, ones, sizeof(ones)), 0x62a8ab43);
+	ck_assert_uint_eq(crc32c(crc32c(0, "1234", 4), "56789", 5), 0xe3069283);
+}
+END_TEST
+
+START_TEST(test_round_trip)
+{
+	struct brmr_store_info info = { .size = sizeof(info) };
+	struct brmr_member m[RMR_MAX_MEMBERS];
+	struct brmr_format_params p = params(SMALL_POOL, 2);
+	struct superblock sb, back;
+	struct sb_disk d;
+	struct brmr_store *s;
+	struct stat st;
+
+	format_store(SMALL_POOL);
+	s = open_ok();
+	ck_assert_int_eq(brmr_store_info(s, &info), 0);
+	ck_assert_str_eq(info.pool_name, "vol-1");
+	ck_assert_mem_eq(info.pool_uuid.b, p.pool_uuid.b, RMR_UUID_LEN);
+	ck_assert_uint_eq(info.pool_size, SMALL_POOL);
+	ck_assert_uint_eq(info.chunk_size, 128 * 1024);
+	ck_assert_uint_eq(info.member_id, 2);
+	ck_assert_uint_eq(info.format_version, 1);
+	ck_assert_uint_eq(info.sequence, 1);
+	ck_assert_uint_eq(info.meta_offset, SB_AREA_SIZE);
+	ck_assert_uint_ge(info.meta_size, 2 * SB_META_SLOT_MIN);
+	ck_assert_uint_eq(info.data_offset % MiB, 0);
+	ck_assert_uint_ge(info.data_offset, info.meta_offset + info.meta_size);
+	ck_assert_int_eq(brmr_store_members(s, m, RMR_MAX_MEMBERS), 3);
+	for (unsigned i = 0; i < 3; i++) {
+		ck_assert_uint_eq(m[i].id, test_members[i].id);
+		ck_assert_str_eq(m[i].addr, test_members[i].addr);
+	}
+	/* A too-small info struct is refused. */
+	info.size = sizeof(info) - 1;
+	ck_assert_int_eq(brmr_store_info(s, &info), -EINVAL);
+	brmr_store_close(s);
+
+	/* Sparse file of exactly data_offset + pool_size bytes. */
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq((uint64_t)st.st_size, info.data_offset + SMALL_POOL);
+	ck_assert_uint_eq(st.st_mode & 0777, 0600);
+
+	/* Encode/decode is the identity; slot B is left zero by format. */
+	read_slot(0, &d);
+	ck_assert_int_eq(superblock_decode(&d, UINT64_MAX, &sb, NULL, 0), 0);
+	superblock_encode(&sb, &d);
+	ck_assert_int_eq(superblock_decode(&d, UINT64_MAX, &back, NULL, 0), 0);
+	ck_assert_mem_eq(&sb, &back, sizeof(sb));
+	read_slot(1, &d);
+	ck_assert_int_eq(superblock_decode(&d, UINT64_MAX, &sb, NULL, 0), -ENODATA);
+
+	/* The plain public format call: no member list. */
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(brmr_store_format(path, &p), 0);
+	s = open_ok();
+	ck_assert_int_eq(brmr_store_members(s, m, RMR_MAX_MEMBERS), 0);
+	brmr_store_close(s);
+}
+END_TEST
+
+/* One field changed in slot A (crc resealed), and the error it must give. */
+struct corruption {
+	const char *what;
+	void (*mutate)(struct sb_disk *d);
+	int err;
+	const char *reason;
+};
+
+#define MUT(name, body) static void mut_##name(struct sb_disk *d) { body; }
+MUT(magic, d->magic[0] = 'X')
+MUT(version, d->version = sb_cpu_to_le32(2))
+MUT(version0, d->version = sb_cpu_to_le32(0))
+MUT(header_size, d->header_size = sb_cpu_to_le32(512))
+MUT(uuid_zero, memset(d->pool_uuid, 0, sizeof(d->pool_uuid)))
+MUT(name_empty, memset(d->pool_name, 0, sizeof(d->pool_name)))
+MUT(name_charset, d->pool_name[1] = ' ')
+MUT(name_slash, d->pool_name[0] = '/')
+MUT(name_no_nul, memset(d->pool_name, 'a', sizeof(d->pool_name)))
+MUT(name_tail, d->pool_name[40] = 'x')
+MUT(member_id_0, d->member_id = sb_cpu_to_le16(0))
+MUT(member_id_64, d->member_id = sb_cpu_to_le16(RMR_MAX_MEMBER_ID + 1))
+MUT(chunk_small, d->chunk_size = sb_cpu_to_le32(64 * 1024))
+MUT(chunk_big, d->chunk_size = sb_cpu_to_le32(2 * 1024 * 1024))
+MUT(chunk_pow2, d->chunk_size = sb_cpu_to_le32(192 * 1024))
+MUT(chunk_zero, d->chunk_size = sb_cpu_to_le32(0))
+MUT(pool_zero, d->pool_size = sb_cpu_to_le64(0))
+MUT(pool_unaligned, d->pool_size = sb_cpu_to_le64(SMALL_POOL - 512))
+MUT(pool_beyond, d->pool_size = sb_cpu_to_le64(SMALL_POOL + 4096))
+MUT(pool_huge, d->pool_size = sb_cpu_to_le64(UINT64_MAX - 4095))
+MUT(meta_in_sb, d->meta_offset = sb_cpu_to_le64(4096))
+MUT(meta_unaligned, d->meta_offset = sb_cpu_to_le64(SB_AREA_SIZE + 512))
+MUT(meta_size_zero, d->meta_size = sb_cpu_to_le64(0))
+MUT(meta_size_odd, d->meta_size = sb_cpu_to_le64(3 * 4096))
+MUT(meta_size_huge, d->meta_size = sb_cpu_to_le64(UINT64_MAX - 8191))
+MUT(data_unaligned, d->data_offset = sb_cpu_to_le64(sb_le64_to_cpu(d->data_offset) + 4096))
+MUT(data_overlap, d->meta_size = sb_cpu_to_le64(sb_le64_to_cpu(d->data_offset)))
+MUT(data_zero, d->data_offset = sb_cpu_to_le64(0))
+MUT(sequence_zero, d->sequence = sb_cpu_to_le64(0))
+MUT(flags, d->flags = sb_cpu_to_le64(1ull << 33))
+MUT(reserved1, d->reserved1[7] = 1)
+MUT(reserved2, d->reserved2[2000] = 0x80)
+MUT(nmembers_big, d->nmembers = sb_cpu_to_le16(RMR_MAX_MEMBERS + 1))
+MUT(member_entry_id0, d->members[1].id = sb_cpu_to_le16(0))
+MUT(member_entry_id64, d->members[1].id = sb_cpu_to_le16(64))
+MUT(member_dup, d->members[2].id = d->members[0].id)
+MUT(member_addr_empty, memset(d->members[2].addr, 0, sizeof(d->members[2].addr)))
+MUT(member_addr_space, d->members[0].addr[3] = ' ')
+MUT(member_addr_ctrl, d->members[0].addr[3] = '\n')
+MUT(member_addr_no_nul, memset(d->members[0].addr, 'a', sizeof(d->members[0].addr)))
+MUT(member_addr_tail, d->members[0].addr[100] = 'z')
+MUT(member_pad, d->members[0].pad[1] = 1)
+MUT(member_unused, d->members[5].id = sb_cpu_to_le16(9))
+MUT(member_self_missing, d->member_id = sb_cpu_to_le16(9))
+MUT(member_count_short, d->nmembers = sb_cpu_to_le16(2))
+
+static const struct corruption corruptions[] = {
+	{ "magic", mut_magic, -EBADMSG, "no brmr superblock" },
+	{ "version 2", mut_version, -EPROTONOSUPPORT, "format version 2" },
+	{ "version 0", mut_version0, -EPROTONOSUPPORT, "format version 0" },
+	{ "header size", mut_header_size, -EBADMSG, "header size 512" },
+	{ "uuid zero", mut_uuid_zero, -EBADMSG, "uuid is all zero" },
+	{ "name empty", mut_name_empty, -EBADMSG, "bad pool name" },
+	{ "name charset", mut_name_charset, -EBADMSG, "bad pool name" },
+	{ "name slash", mut_name_slash, -EBADMSG, "bad pool name" },
+	{ "name no NUL", mut_name_no_nul, -EBADMSG, "pool name is not NUL-terminated" },
+	{ "name tail", mut_name_tail, -EBADMSG, "pool name is not NUL-terminated" },
+	{ "member id 0", mut_member_id_0, -EBADMSG, "member id 0 out of range" },
+	{ "member id 64", mut_member_id_64, -EBADMSG, "member id 64 out of range" },
+	{ "chunk 64K", mut_chunk_small, -EBADMSG, "chunk size 65536" },
+	{ "chunk 2M", mut_chunk_big, -EBADMSG, "chunk size 2097152" },
+	{ "chunk 192K", mut_chunk_pow2, -EBADMSG, "chunk size 196608" },
+	{ "chunk 0", mut_chunk_zero, -EBADMSG, "chunk size 0" },
+	{ "pool size 0", mut_pool_zero, -EBADMSG, "pool size 0" },
+	{ "pool size unaligned", mut_pool_unaligned, -EBADMSG, "not a positive multiple of 4096" },
+	{ "pool beyond device", mut_pool_beyond, -EBADMSG, "truncated store" },
+	{ "pool size overflow", mut_pool_huge, -EBADMSG, "overflows" },
+	{ "meta in superblocks", mut_meta_in_sb, -EBADMSG, "overlaps the superblocks" },
+	{ "meta unaligned", mut_meta_unaligned, -EBADMSG, "not 4K aligned" },
+	{ "meta size 0", mut_meta_size_zero, -EBADMSG, "metadata size 0" },
+	{ "meta size odd", mut_meta_size_odd, -EBADMSG, "two 4K-aligned slots" },
+	{ "meta size overflow", mut_meta_size_huge, -EBADMSG, "metadata area overflows" },
+	{ "data unaligned", mut_data_unaligned, -EBADMSG, "not 1 MiB aligned" },
+	{ "data overlaps meta", mut_data_overlap, -EBADMSG, "overlaps the metadata area" },
+	{ "data offset 0", mut_data_zero, -EBADMSG, "overlaps the metadata area" },
+	{ "sequence 0", mut_sequence_zero, -EBADMSG, "sequence is zero" },
+	{ "flags", mut_flags, -EPROTONOSUPPORT, "unknown flags" },
+	{ "reserved1", mut_reserved1, -EBADMSG, "reserved bytes" },
+	{ "reserved2", mut_reserved2, -EBADMSG, "reserved bytes" },
+	{ "nmembers 17", mut_nmembers_big, -EBADMSG, "member list has 17 entries" },
+	{ "member entry id 0", mut_member_entry_id0, -EBADMSG, "entry 1: id 0 out of range" },
+	{ "member entry id 64", mut_member_entry_id64, -EBADMSG, "entry 1: id 64 out of range" },
+	{ "member duplicate", mut_member_dup, -EBADMSG, "listed twice" },
+	{ "member addr empty", mut_member_addr_empty, -EBADMSG, "bad address" },
+	{ "member addr space", mut_member_addr_space, -EBADMSG, "bad address" },
+	{ "member addr control", mut_member_addr_ctrl, -EBADMSG, "bad address" },
+	{ "member addr no NUL", mut_member_addr_no_nul, -EBADMSG, "address not NUL-terminated" },
+	{ "member addr tail", mut_member_addr_tail, -EBADMSG, "address not NUL-terminated" },
+	{ "member pad", mut_member_pad, -EBADMSG, "address not NUL-terminated" },
+	{ "unused member entry", mut_member_unused, -EBADMSG, "unused member list entry 5" },
+	{ "self not listed", mut_member_self_missing, -EBADMSG, "not in the store's own member list" },
+	{ "member count short", mut_member_count_short, -EBADMSG, "unused member list entry 2" },
+};
+
+START_TEST(test_single_field_corruption)
+{
+	const struct corruption *c = &corruptions[_i];
+	struct sb_disk d;
+	uint8_t *before, *after;
+	size_t blen, alen;
+
+	format_store(SMALL_POOL);
+	read_slot(0, &d);
+	c->mutate(&d);
+	superblock_seal(&d);
+	write_slot(0, &d);
+	before = file_bytes(&blen);
+	expect_refused(c->err, c->reason);
+	/* Refusing never writes. */
+	after = file_bytes(&alen);
+	ck_assert_uint_eq(alen, blen);
+	ck_assert_msg(!memcmp(before, after, blen), "%s: store changed by open", c->what);
+	free(before);
+	free(after);
+}
+END_TEST
+
+/*
+ * Random byte mutations of a valid slot, resealed so that the field checks
+ * (not the crc) see them: the decoder must never crash, must explain every
+ * refusal, and whatever it accepts must re-encode to the same bytes (every
+ * byte of the slot is accounted for).
+ */
+START_TEST(test_decode_random_mutations)
+{
+	struct sb_disk good, d, again;
+	struct superblock sb;
+	unsigned seed = 4242, accepted = 0;
+
+	format_store(SMALL_POOL);
+	read_slot(0, &good);
+	for (int round = 0; round < 20000; round++) {
+		unsigned n = 1 + (unsigned)rand_r(&seed) % 4;
+		char why[256] = "";
+		int ret;
+
+		d = good;
+		for (unsigned k = 0; k < n; k++)
+			((uint8_t *)&d)[(unsigned)rand_r(&seed) % (SB_SLOT_SIZE - 4)] =
+				(uint8_t)rand_r(&seed);
+		superblock_seal(&d);
+		ret = superblock_decode(&d, UINT64_MAX, &sb, why, sizeof(why));
+		if (ret < 0) {
+			if (ret != -EBADMSG && ret != -EPROTONOSUPPORT)
+				ck_abort_msg("round %d: unexpected %d", round, ret);
+			if (!why[0])
+				ck_abort_msg("round %d: no reason", round);
+			continue;
+		}
+		accepted++;
+		superblock_encode(&sb, &again);
+		if (memcmp(&d, &again, sizeof(d)))
+			ck_abort_msg("round %d: accepted slot does not re-encode identically", round);
+	}
+	/* Some mutations are legal (name letters, sizes, sequence). */
+	ck_assert_uint_gt(accepted, 0);
+}
+END_TEST
+
+START_TEST(test_crc_mismatch)
+{
+	struct sb_disk d;
+
+	format_store(SMALL_POOL);
+	read_slot(0, &d);
+	d.pool_name[0] ^= 0x20; /* "Vol-1": valid, but not what the crc covers */
+	write_slot(0, &d);
+	expect_refused(-EBADMSG, "checksum mismatch");
+
+	read_slot(0, &d);
+	d.pool_name[0] ^= 0x20;
+	d.crc.v ^= 1; /* a flipped bit in the crc itself */
+	write_slot(0, &d);
+	expect_refused(-EBADMSG, "checksum mismatch");
+}
+END_TEST
+
+START_TEST(test_truncated)
+{
+	struct brmr_store_info info = { .size = sizeof(info) };
+	struct brmr_store *s;
+
+	format_store(SMALL_POOL);
+	s = open_ok();
+	brmr_store_info(s, &info);
+	brmr_store_close(s);
+
+	/* Data area cut short. */
+	ck_assert_int_eq(truncate(path, (off_t)(info.data_offset + SMALL_POOL - 4096)), 0);
+	expect_refused(-EBADMSG, "truncated store");
+	/* Only slot A and half of B. */
+	ck_assert_int_eq(truncate(path, 6000), 0);
+	expect_refused(-EBADMSG, "truncated store");
+	/* Half a slot A. */
+	ck_assert_int_eq(truncate(path, 2000), 0);
+	expect_refused(-EBADMSG, "truncated store");
+	ck_assert_int_eq(truncate(path, 0), 0);
+	expect_refused(-EBADMSG, "truncated store");
+}
+END_TEST
+
+static void check_foreign(const uint8_t *head, size_t len)
+{
+	struct brmr_format_params p = params(SMALL_POOL, 2);
+	uint8_t *before, *after;
+	size_t blen, alen;
+	char why[256] = "";
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 16 * MiB), 0);
+	ck_assert_int_eq(pwrite(fd, head, len, 0), (ssize_t)len);
+	close(fd);
+	before = file_bytes(&blen);
+	expect_refused(-EBADMSG, "no brmr superblock");
+	/* Format without force refuses too, and says why. */
+	ck_assert_int_eq(brmr_store_format_pool(path, &p, test_members, 3, 0, why, sizeof(why)),
+			 -EEXIST);
+	ck_assert_ptr_nonnull(strstr(why, "not a brmr store"));
+	ck_assert_int_eq(brmr_store_format(path, &p), -EEXIST);
+	after = file_bytes(&alen);
+	ck_assert_uint_eq(alen, blen);
+	ck_assert(!memcmp(before, after, blen));
+	free(before);
+	free(after);
+}
+
+START_TEST(test_foreign_random)
+{
+	uint8_t buf[64 * 1024];
+	unsigned seed = 12345;
+
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(rand_r(&seed) >> 7);
+	check_foreign(buf, sizeof(buf));
+}
+END_TEST
+
+START_TEST(test_foreign_ext4)
+{
+	uint8_t buf[8192] = { 0 };
+
+	/* An ext4 superblock lives at byte 1024; its magic 0xEF53 at +56. */
+	buf[1024] = 0x00;
+	buf[1024 + 4] = 0x00;
+	buf[1024 + 5] = 0x10; /* s_blocks_count */
+	buf[1024 + 24] = 2;   /* s_log_block_size: 4 KiB */
+	buf[1024 + 56] = 0x53;
+	buf[1024 + 57] = 0xef;
+	memcpy(buf + 1024 + 120, "rootfs", 6); /* s_volume_name */
+	check_foreign(buf, sizeof(buf));
+}
+END_TEST
+
+START_TEST(test_foreign_late_signature)
+{
+	struct brmr_format_params p = params(SMALL_POOL, 2);
+	char why[256] = "";
+	int fd = open(path, O_RDWR | O_CREAT, 0600);
+
+	/* Zero superblock area, but data further in (a ZFS label, say). */
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 16 * MiB), 0);
+	ck_assert_int_eq(pwrite(fd, "\x0c\xb1\xba\x00", 4, 512 * 1024), 4);
+	close(fd);
+	expect_refused(-EBADMSG, "slots A and B are zero");
+	ck_assert_int_eq(brmr_store_format_pool(path, &p, NULL, 0, 0, why, sizeof(why)), -EEXIST);
+	ck_assert_ptr_nonnull(strstr(why, "not a brmr store"));
+	p.force = true;
+	ck_assert_int_eq(brmr_store_format(path, &p), 0);
+}
+END_TEST
+
+START_TEST(test_foreign_other_types)
+{
+	struct brmr_store *s = NULL;
+	char why[256] = "";
+
+	/* A directory and a character device are not stores. */
+	ck_assert_int_lt(brmr_store_open(tmpdir, &s, why, sizeof(why)), 0);
+	ck_assert_int_eq(brmr_store_open("/dev/null", &s, why, sizeof(why)), -ENODEV);
+	ck_assert_int_eq(brmr_store_open("/nonexistent/store", &s, why, sizeof(why)), -ENOENT);
+	ck_assert_ptr_nonnull(strstr(why, "cannot open"));
+}
+END_TEST
+
+/* Rewrite slot @p idx with sequence @p seq and the name @p name. */
+static void put_slot(unsigned idx, uint64_t seq, const char *name)
+{
+	struct sb_disk d;
+	struct superblock sb;
+
+	read_slot(0, &d);
+	if (superblock_decode(&d, UINT64_MAX, &sb, NULL, 0) < 0) {
+		read_slot(1, &d);
+		ck_assert_int_eq(superblock_decode(&d, UINT64_MAX, &sb, NULL, 0), 0);
+	}
+	sb.sequence = seq;
+	snprintf(sb.pool_name, sizeof(sb.pool_name), "%s", name);
+	superblock_encode(&sb, &d);
+	write_slot(idx, &d);
+}
+
+static void expect_chosen(uint64_t seq, const char *name)
+{
+	struct brmr_store_info info = { .size = sizeof(info) };
+	struct brmr_store *s = open_ok();
+
+	brmr_store_info(s, &info);
+	ck_assert_uint_eq(info.sequence, seq);
+	ck_assert_str_eq(info.pool_name, name);
+	brmr_store_close(s);
+}
+
+START_TEST(test_ab_selection)
+{
+	static const size_t cuts[] = { 1, 100, 512, 2048, 4091 };
+	struct sb_disk newer, d;
+
+	format_store(SMALL_POOL);
+	expect_chosen(1, "vol-1");
+	/* B newer than A wins. */
+	put_slot(1, 2, "vol-b2");
+	expect_chosen(2, "vol-b2");
+	/* A newer again. */
+	put_slot(0, 3, "vol-a3");
+	expect_chosen(3, "vol-a3");
+	/* An older slot never wins, whichever it is. */
+	put_slot(1, 2, "vol-b2");
+	expect_chosen(3, "vol-a3");
+
+	/*
+	 * A torn update of B (sequence 4): only the first @cut bytes of the
+	 * new slot reach the disk; A (sequence 3) stays in charge.
+	 */
+	read_slot(0, &d);
+	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+		struct superblock sb;
+
+		put_slot(1, 2, "vol-b2");
+		ck_assert_int_eq(superblock_decode(&d, UINT64_MAX, &sb, NULL, 0), 0);
+		sb.sequence = 4;
+		strcpy(sb.pool_name, "vol-b4");
+		sb.nmembers = 2; /* a membership change, say */
+		superblock_encode(&sb, &newer);
+		/* Member 5 dropped: member id 2 is still listed. */
+		write_at(&newer, cuts[i], SB_SLOT_SIZE);
+		expect_chosen(3, "vol-a3");
+	}
+	/* The whole write lands: B wins. */
+	write_at(&newer, sizeof(newer), SB_SLOT_SIZE);
+	expect_chosen(4, "vol-b4");
+
+	/* A torn A with B valid: B. */
+	put_slot(0, 5, "vol-a5");
+	read_slot(0, &d);
+	d.pool_name[4] = '9';
+	write_slot(0, &d); /* stale crc: a torn or rotten write */
+	expect_chosen(4, "vol-b4");
+}
+END_TEST
+
+START_TEST(test_ab_conflicts)
+{
+	struct sb_disk d;
+
+	format_store(SMALL_POOL);
+	put_slot(1, 1, "vol-1");
+	expect_refused(-EBADMSG, "same sequence");
+
+	/* Slot B of another pool. */
+	read_slot(0, &d);
+	d.pool_uuid[0] ^= 0xff;
+	d.sequence = sb_cpu_to_le64(2);
+	superblock_seal(&d);
+	write_slot(1, &d);
+	expect_refused(-EBADMSG, "different pools");
+
+	/* Slot B of a newer format poisons the store, though A is valid. */
+	read_slot(0, &d);
+	d.version = sb_cpu_to_le32(2);
+	d.sequence = sb_cpu_to_le64(2);
+	superblock_seal(&d);
+	write_slot(1, &d);
+	expect_refused(-EPROTONOSUPPORT, "slot B: format version 2");
+
+	/* Both slots bad: both reasons. */
+	memset(&d, 0, sizeof(d));
+	memcpy(d.magic, SB_MAGIC, 8);
+	d.version = sb_cpu_to_le32(1);
+	d.header_size = sb_cpu_to_le32(SB_SLOT_SIZE);
+	write_slot(1, &d);
+	read_slot(0, &d);
+	d.crc.v ^= 0x100;
+	write_slot(0, &d);
+	expect_refused(-EBADMSG, "slot A: checksum mismatch");
+	expect_refused(-EBADMSG, "slot B: checksum mismatch");
+}
+END_TEST
+
+START_TEST(test_format_refuses_without_force)
+{
+	struct brmr_format_params p = params(SMALL_POOL, 2);
+	struct brmr_store_info info = { .size = sizeof(info) };
+	struct brmr_store *s;
+	char buf[4096], why[256] = "";
+
+	format_store(SMALL_POOL);
+	s = open_ok();
+	brmr_store_info(s, &info);
+	memset(buf, 0x5a, sizeof(buf));
+	ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, 0, 8192, sizeof(buf), buf), 0);
+	brmr_store_close(s);
+
+	ck_assert_int_eq(brmr_store_format_pool(path, &p, test_members, 3, 0, why, sizeof(why)),
+			 -EEXIST);
+	ck_assert_ptr_nonnull(strstr(why, "already holds member 2 of pool vol-1"));
+	ck_assert_int_eq(brmr_store_format(path, &p), -EEXIST);
+	/* CHECK_ONLY says the same and writes nothing. */
+	ck_assert_int_eq(brmr_store_format_pool(path, &p, test_members, 3,
+						BRMR_FORMAT_CHECK_ONLY, why, sizeof(why)),
+			 -EEXIST);
+
+	/* With force: a new pool, and its data reads as zeroes. */
+	p.force = true;
+	p.pool_name = "vol-2";
+	p.pool_uuid.b[0] ^= 1;
+	ck_assert_int_eq(brmr_store_format(path, &p), 0);
+	s = open_ok();
+	brmr_store_info(s, &info);
+	ck_assert_str_eq(info.pool_name, "vol-2");
+	ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, 8192, sizeof(buf), buf), 0);
+	ck_assert(is_zero(buf, sizeof(buf)));
+	brmr_store_close(s);
+}
+END_TEST
+
+START_TEST(test_format_bad_params)
+{
+	struct brmr_format_params p;
+	struct brmr_member dup[2] = { { .id = 2, .addr = "a:1" }, { .id = 2, .addr = "b:1" } };
+	struct brmr_member other[1] = { { .id = 3, .addr = "a:1" } };
+	char why[256];
+
+#define BAD(mod, reason)                                                                 \
+	do {                                                                             \
+		p = params(SMALL_POOL, 2);                                                 \
+		mod;                                                                     \
+		why[0] = '\0';                                                           \
+		ck_assert_int_eq(brmr_store_format_pool(path, &p, NULL, 0, 0, why,       \
+							sizeof(why)), -EINVAL);          \
+		ck_assert_msg(strstr(why, reason), "'%s' lacks '%s'", why, reason);      \
+		ck_assert_int_eq(access(path, F_OK), -1);                                \
+	} while (0)
+	BAD(p.pool_name = "", "bad pool name");
+	BAD(p.pool_name = "a/b", "bad pool name");
+	BAD(p.pool_name = NULL, "bad pool name");
+	BAD(memset(&p.pool_uuid, 0, sizeof(p.pool_uuid)), "uuid is all zero");
+	BAD(p.pool_size = 0, "pool size 0");
+	BAD(p.pool_size = 4095, "pool size 4095");
+	BAD(p.chunk_size = 4096, "chunk size");
+	BAD(p.chunk_size = 3 * 128 * 1024, "chunk size");
+	BAD(p.member_id = 0, "member id 0");
+	BAD(p.member_id = 64, "member id 64");
+	BAD(p.pool_size = UINT64_MAX - 4095, "pool size");
+#undef BAD
+	p = params(SMALL_POOL, 2);
+	ck_assert_int_eq(brmr_store_format_pool(path, &p, dup, 2, 0, why, sizeof(why)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "listed twice"));
+	ck_assert_int_eq(brmr_store_format_pool(path, &p, other, 1, 0, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "not in the store's own member list"));
+	ck_assert_int_eq(brmr_store_format_pool(path, &p, NULL, 0, 0x80, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_int_eq(access(path, F_OK), -1);
+	/* CHECK_ONLY of a good request creates nothing. */
+	ck_assert_int_eq(brmr_store_format_pool(path, &p, NULL, 0, BRMR_FORMAT_CHECK_ONLY, why,
+						sizeof(why)), 0);
+	ck_assert_int_eq(access(path, F_OK), -1);
+}
+END_TEST
+
+START_TEST(test_large_store_io)
+{
+	const uint64_t pool = 16 * GiB;
+	const uint64_t far = 5 * GiB + 12345; /* past 4 GiB, unaligned */
+	struct brmr_store_info info = { .size = sizeof(info) };
+	struct brmr_store *s;
+	static uint8_t buf[256 * 1024], back[256 * 1024];
+	struct stat st;
+	int fd;
+
+	format_store(pool);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_lt((uint64_t)st.st_blocks * 512, 64 * MiB); /* sparse */
+	s = open_ok();
+	brmr_store_info(s, &info);
+	ck_assert_uint_eq(info.pool_size, pool);
+	ck_assert_int_eq(store_workers_start(s), 0);
+
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 31 + 7);
+	ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, 0, far, 100000, buf), 0);
+	ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, far, 100000, back), 0);
+	ck_assert(!memcmp(buf, back, 100000));
+	/* The bytes are where the format says: data_offset + address. */
+	fd = open(path, O_RDONLY);
+	ck_assert_int_eq(pread(fd, back, 100000, (off_t)(info.data_offset + far)), 100000);
+	close(fd);
+	ck_assert(!memcmp(buf, back, 100000));
+
+	/* FUA write at the very end, then flush. */
+	ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, BRMR_F_FUA, pool - 4096, 4096, buf), 0);
+	ck_assert_int_eq(do_io(s, BRMR_OP_FLUSH, 0, 0, 0, NULL), 0);
+	ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, pool - 4096, 4096, back), 0);
+	ck_assert(!memcmp(buf, back, 4096));
+
+	/* TRIM and WRITE_ZEROES read back as zeroes, unaligned edges included. */
+	ck_assert_int_eq(do_io(s, BRMR_OP_TRIM, 0, far + 1000, 50000, NULL), 0);
+	ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, far, 100000, back), 0);
+	ck_assert(!memcmp(back, buf, 1000));
+	ck_assert(is_zero(back + 1000, 50000));
+	ck_assert(!memcmp(back + 51000, buf + 51000, 100000 - 51000));
+	ck_assert_int_eq(do_io(s, BRMR_OP_WRITE_ZEROES, BRMR_F_FUA, far, 100000, NULL), 0);
+	ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, far, 100000, back), 0);
+	ck_assert(is_zero(back, 100000));
+
+	/* Out of range, bad op, flags, kinds, payloads: refused, never applied. */
+	ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, 0, pool - 4096, 8192, buf), -EINVAL);
+	ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, pool, 4096, back), -EINVAL);
+	ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, UINT64_MAX - 100, 4096, back), -EINVAL);
+	ck_assert_int_eq(do_io(s, BRMR_OP_TRIM, 0, pool - 4096, 8192, NULL), -EINVAL);
+	ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, 0, 0, 0, buf), -EINVAL);
+	ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, 0, 0, 4096, NULL), -EINVAL);
+	ck_assert_int_eq(do_io(s, BRMR_OP_FLUSH, 0, 4096, 0, NULL), -EINVAL);
+	ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, 1u << 7, 0, 4096, buf), -EINVAL);
+	ck_assert_int_eq(do_io(s, 99, 0, 0, 4096, NULL), -EOPNOTSUPP);
+
+	/* Fault injection: data I/O fails while on, works after. */
+	brmr_store_inject_fault(s, true);
+	ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, far, 4096, back), -EIO);
+	ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, 0, far, 4096, buf), -EIO);
+	ck_assert_int_eq(do_io(s, BRMR_OP_FLUSH, 0, 0, 0, NULL), -EIO);
+	ck_assert_int_eq(store_ops.chunk_export(s, 0, back, 128 * 1024), -EIO);
+	brmr_store_inject_fault(s, false);
+	ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, 0, far, 4096, buf), 0);
+
+	/* Chunk export/import of a chunk past 4 GiB. */
+	{
+		uint64_t chunk = far / (128 * 1024) + 1;
+
+		ck_assert_int_eq(store_ops.chunk_import(s, chunk, buf, 128 * 1024), 0);
+		memset(back, 0, sizeof(back));
+		ck_assert_int_eq(store_ops.chunk_export(s, chunk, back, 128 * 1024), 0);
+		ck_assert(!memcmp(buf, back, 128 * 1024));
+		ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, chunk * 128 * 1024, 4096, back), 0);
+		ck_assert(!memcmp(buf, back, 4096));
+		ck_assert_int_eq(store_ops.chunk_export(s, pool / (128 * 1024), back, 128 * 1024),
+				 -EINVAL);
+		ck_assert_int_eq(store_ops.chunk_export(s, chunk, back, 4096), -EINVAL);
+	}
+	ck_assert_int_eq(store_ops.flush(s), 0);
+	brmr_store_close(s);
+}
+END_TEST
+
+START_TEST(test_short_last_chunk)
+{
+	const uint64_t pool = 3 * 128 * 1024 + 8192;
+	static uint8_t buf[128 * 1024], back[128 * 1024];
+	struct brmr_store *s;
+
+	format_store(pool);
+	s = open_ok();
+	memset(buf, 0xc3, sizeof(buf));
+	ck_assert_int_eq(store_ops.chunk_import(s, 3, buf, 8192), 0);
+	ck_assert_int_eq(store_ops.chunk_export(s, 3, back, 8192), 0);
+	ck_assert(!memcmp(buf, back, 8192));
+	ck_assert_int_eq(store_ops.chunk_export(s, 3, back, 128 * 1024), -EINVAL);
+	ck_assert_int_eq(store_ops.chunk_export(s, 4, back, 8192), -EINVAL);
+	ck_assert_int_eq(store_ops.chunk_import(s, 2, buf, 128 * 1024), 0);
+	brmr_store_close(s);
+}
+END_TEST
+
+static int meta_load(struct brmr_store *s, void *buf, size_t cap, size_t *len)
+{
+	return store_ops.meta_load(s, buf, cap, len);
+}
+
+START_TEST(test_meta_round_trip)
+{
+	struct brmr_store *s;
+	char buf[4096];
+	size_t len = 123;
+
+	format_store(SMALL_POOL);
+	s = open_ok();
+	/* A fresh store has no blob. */
+	ck_assert_int_eq(meta_load(s, buf, sizeof(buf), &len), 0);
+	ck_assert_uint_eq(len, 0);
+	for (int i = 1; i <= 5; i++) {
+		char blob[64];
+		int n = snprintf(blob, sizeof(blob), "blob number %d", i);
+
+		ck_assert_int_eq(store_ops.meta_save(s, blob, (size_t)n), 0);
+		ck_assert_int_eq(meta_load(s, buf, sizeof(buf), &len), 0);
+		ck_assert_uint_eq(len, (size_t)n);
+		ck_assert_mem_eq(buf, blob, (size_t)n);
+	}
+	brmr_store_close(s);
+	/* Survives a reopen, and saving continues the sequence. */
+	s = open_ok();
+	ck_assert_int_eq(meta_load(s, buf, sizeof(buf), &len), 0);
+	ck_assert_uint_eq(len, strlen("blob number 5"));
+	ck_assert_int_eq(store_ops.meta_save(s, "six", 3), 0);
+	brmr_store_close(s);
+	s = open_ok();
+	/* save before load: the store finds the sequence itself */
+	ck_assert_int_eq(store_ops.meta_save(s, "seven", 5), 0);
+	ck_assert_int_eq(meta_load(s, buf, sizeof(buf), &len), 0);
+	ck_assert_uint_eq(len, 5);
+	ck_assert_mem_eq(buf, "seven", 5);
+	/* Too small a buffer, too big a blob. */
+	ck_assert_int_eq(meta_load(s, buf, 2, &len), -EOVERFLOW);
+	{
+		const struct superblock *sb = store_superblock(s);
+		size_t big = meta_slot_capacity(sb) + 1;
+		char *p = calloc(1, big);
+
+		ck_assert_int_eq(store_ops.meta_save(s, p, big), -E2BIG);
+		ck_assert_int_eq(store_ops.meta_save(s, p, big - 1), 0);
+		ck_assert_int_eq(store_ops.meta_save(s, "", 0), 0);
+		ck_assert_int_eq(meta_load(s, buf, sizeof(buf), &len), 0);
+		ck_assert_uint_eq(len, 0);
+		free(p);
+	}
+	brmr_store_close(s);
+}
+END_TEST
+
+START_TEST(test_meta_torn_save)
+{
+	static const size_t cuts[] = { 1, 30, 63, 64, 70, 64 + 2999 };
+	struct meta_hdr_disk h;
+	struct brmr_store *s;
+	uint8_t rec[META_HDR_SIZE + 3000];
+	char buf[4096];
+	size_t len;
+	const struct superblock *sb;
+
+	format_store(SMALL_POOL);
+	s = open_ok();
+	sb = store_superblock(s);
+
+	/* A torn very first save leaves "no blob", which is the old state. */
+	memset(rec, 0x77, sizeof(rec));
+	meta_hdr_encode(sb, 1, rec + META_HDR_SIZE, 3000, &h);
+	memcpy(rec, &h, sizeof(h));
+	write_at(rec, 100, (off_t)meta_slot_offset(sb, 1));
+	ck_assert_int_eq(meta_load(s, buf, sizeof(buf), &len), 0);
+	ck_assert_uint_eq(len, 0);
+
+	ck_assert_int_eq(store_ops.meta_save(s, "first", 5), 0);  /* seq 1, slot 1 */
+	ck_assert_int_eq(store_ops.meta_save(s, "second", 6), 0); /* seq 2, slot 0 */
+	/* Save 3 goes to slot 1; cut it at several points. */
+	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+		memset(rec + META_HDR_SIZE, (int)i + 1, 3000);
+		meta_hdr_encode(sb, 3, rec + META_HDR_SIZE, 3000, &h);
+		memcpy(rec, &h, sizeof(h));
+		write_at(rec, cuts[i], (off_t)meta_slot_offset(sb, 1));
+		ck_assert_int_eq(meta_load(s, buf, sizeof(buf), &len), 0);
+		ck_assert_msg(len == 6 && !memcmp(buf, "second", 6), "cut %zu", cuts[i]);
+	}
+	/* The complete write wins. */
+	write_at(rec, sizeof(rec), (off_t)meta_slot_offset(sb, 1));
+	ck_assert_int_eq(meta_load(s, buf, sizeof(buf), &len), 0);
+	ck_assert_uint_eq(len, 3000);
+
+	/* The next save goes over the older slot, never the newest. */
+	ck_assert_int_eq(store_ops.meta_save(s, "fourth", 6), 0);
+	ck_assert_int_eq(meta_load(s, buf, sizeof(buf), &len), 0);
+	ck_assert_mem_eq(buf, "fourth", 6);
+
+	/* Both slots unreadable after saves happened: refuse, do not forget. */
+	memset(rec, 0xee, 64);
+	write_at(rec, 64, (off_t)meta_slot_offset(sb, 0) + 10);
+	write_at(rec, 64, (off_t)meta_slot_offset(sb, 1) + 10);
+	ck_assert_int_eq(meta_load(s, buf, sizeof(buf), &len), -EBADMSG);
+
+	/* A blob of another pool (left by an old format) is not ours. */
+	{
+		struct superblock other = *sb;
+
+		other.pool_uuid.b[3] ^= 1;
+		meta_hdr_encode(&other, 2, "x", 1, &h);
+		memcpy(rec, &h, sizeof(h));
+		rec[META_HDR_SIZE] = 'x';
+		write_at(rec, META_HDR_SIZE + 1, (off_t)meta_slot_offset(sb, 0));
+		ck_assert_int_eq(meta_load(s, buf, sizeof(buf), &len), -EBADMSG);
+	}
+	brmr_store_close(s);
+}
+END_TEST
+
+START_TEST(test_layout_sizes)
+{
+	struct superblock sb = { .chunk_size = 128 * 1024, .pool_size = 16 * GiB };
+
+	ck_assert_int_eq(superblock_layout(&sb, 4096), 0);
+	ck_assert_uint_eq(sb.meta_offset, 8192);
+	ck_assert_uint_eq(sb.meta_size, 2 * MiB); /* 256 KiB of maps: the 1 MiB floor */
+	ck_assert_uint_eq(sb.data_offset, 3 * MiB);
+	sb.pool_size = 2048 * GiB; /* 2 TiB: 32 MiB of maps per slot */
+	ck_assert_int_eq(superblock_layout(&sb, 4096), 0);
+	ck_assert_uint_eq(sb.meta_size, 2 * (32 * MiB + 8192));
+	ck_assert_uint_eq(sb.data_offset % MiB, 0);
+	ck_assert_uint_ge(sb.data_offset, sb.meta_offset + sb.meta_size);
+}
+END_TEST
+
+static Suite *superblock_suite(void)
+{
+	Suite *s = suite_create("superblock");
+	TCase *tc = tcase_create("store");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_crc32c_vectors);
+	tcase_add_test(tc, test_round_trip);
+	tcase_add_loop_test(tc, test_single_field_corruption, 0,
+			    (int)(sizeof(corruptions) / sizeof(corruptions[0])));
+	tcase_add_test(tc, test_decode_random_mutations);
+	tcase_add_test(tc, test_crc_mismatch);
+	tcase_add_test(tc, test_truncated);
+	tcase_add_test(tc, test_foreign_random);
+	tcase_add_test(tc, test_foreign_ext4);
+	tcase_add_test(tc, test_foreign_late_signature);
+	tcase_add_test(tc, test_foreign_other_types);
+	tcase_add_test(tc, test_ab_selection);
+	tcase_add_test(tc, test_ab_conflicts);
+	tcase_add_test(tc, test_format_refuses_without_force);
+	tcase_add_test(tc, test_format_bad_params);
+	tcase_add_test(tc, test_large_store_io);
+	tcase_add_test(tc, test_short_last_chunk);
+	tcase_add_test(tc, test_meta_round_trip);
+	tcase_add_test(tc, test_meta_torn_save);
+	tcase_add_test(tc, test_layout_sizes);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(superblock_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY=verbose lists each test */
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
