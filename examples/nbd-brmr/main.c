@@ -1,0 +1,573 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * nbd-brmr: serve a libbrmr block device (a replicated rmr pool) over NBD.
+ *
+ * main.c: command line, the pool, listeners, the main loop (accept, control
+ * socket, signals) and the orderly shutdown:
+ *   SIGTERM/SIGINT -> stop accepting, answer new requests ESHUTDOWN, wait
+ *   for requests in flight, close every connection, brmr_close(), remove
+ *   socket/ready/pid files, exit 0. A second signal skips the wait.
+ *
+ * Exit codes: 0 after a clean shutdown, 1 on a runtime failure, 2 on a
+ * usage error.
+ */
+#include "nbdb.h"
+#include "nbd_proto.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXIT_USAGE 2
+
+/* How long shutdown waits for replies in flight before cutting every
+ * connection. Cutting loses no data: connections still wait for every
+ * request inside librmr to complete before closing. It bounds a client that
+ * stopped reading its replies, and keeps a normal stop under the 10 s that
+ * supervisors (and scripts/local-pool) give before SIGKILL. */
+#define DRAIN_TIMEOUT_MS 5000
+
+/* Transmission flags: no READ_ONLY, no ROTATIONAL, and no CAN_MULTI_CONN
+ * until a FLUSH on one connection is known to cover writes completed on all
+ * of them. */
+#define EXPORT_TFLAGS                                                                \
+	(NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_FUA |              \
+	 NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES)
+
+struct config {
+	const char *pool;
+	const char *members[RMR_MAX_MEMBERS];
+	unsigned nmembers;
+	const char *provider;
+	const char *transport;
+	char *socket_path;      /* absolute; NULL when --tcp */
+	const char *tcp;
+	const char *export_name;
+	char *control_path;     /* absolute or NULL */
+	const char *ready_file;
+	const char *pid_file;
+	unsigned queue_depth;
+	unsigned min_legs;
+	bool verbose;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: nbd-brmr --pool NAME --member ADDR [--member ADDR ...] [OPTIONS]\n"
+		"\n"
+		"Serve the block device of an rmr pool (libbrmr) over NBD.\n"
+		"\n"
+		"Pool:\n"
+		"  -p, --pool NAME          pool name (required)\n"
+		"  -m, --member ADDR        member address, repeat per member (1..%d):\n"
+		"                           HOST:PORT of its brmr-server --listen for tcp,\n"
+		"                           a name for shm\n"
+		"      --provider P         fabric provider: tcp (default), shm, verbs\n"
+		"      --transport T        fabric (default) or mem\n"
+		"      --min-legs N         members that must apply a write (default 1)\n"
+		"\n"
+		"NBD:\n"
+		"  -s, --socket PATH        listen on a unix socket, mode 0600\n"
+		"                           (default /tmp/nbd-brmr-POOL.sock)\n"
+		"  -t, --tcp HOST:PORT      listen on TCP instead (HOST defaults to 127.0.0.1)\n"
+		"  -e, --export-name NAME   export name (default: the pool name; \"\" is\n"
+		"                           always accepted too)\n"
+		"  -q, --queue-depth N      requests in flight per connection (default %u,\n"
+		"                           max %u)\n"
+		"\n"
+		"Operation:\n"
+		"  -c, --control PATH       status socket (mode 0600): send \"status text\" or\n"
+		"                           \"status json\", e.g. with brmrctl status --socket\n"
+		"  -r, --ready-file PATH    once serving, write the NBD URI to PATH (atomically)\n"
+		"  -P, --pid-file PATH      write the process id to PATH\n"
+		"  -v, --verbose            debug logs (connections, options, refused requests)\n"
+		"  -h, --help               this help\n"
+		"\n"
+		"SIGTERM or SIGINT: stop accepting, finish requests in flight, exit 0.\n",
+		RMR_MAX_MEMBERS, NBDB_QUEUE_DEPTH_DEFAULT, NBDB_QUEUE_DEPTH_MAX);
+}
+
+static void __attribute__((noreturn, format(printf, 1, 2))) usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "nbd-brmr: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (see --help)\n");
+	exit(EXIT_USAGE);
+}
+
+static unsigned parse_uint(const char *opt, const char *arg, unsigned min, unsigned max)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(arg, &end, 10);
+	if (!*arg || *end || errno || arg[0] == '-' || v < min || v > max)
+		usage_error("%s: '%s' is not a number in %u..%u", opt, arg, min, max);
+	return (unsigned)v;
+}
+
+/* Absolute form of @p path, so the URI and the cleanup at exit still work
+ * whatever the clients' working directory. */
+static char *absolute_path(const char *path)
+{
+	char cwd[PATH_MAX];
+	char *out;
+
+	if (path[0] == '/')
+		return strdup(path);
+	if (!getcwd(cwd, sizeof(cwd)))
+		return NULL;
+	if (asprintf(&out, "%s/%s", cwd, path) < 0)
+		return NULL;
+	return out;
+}
+
+static bool valid_pool_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > RMR_NAME_MAX)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '.' || *s == '_' || *s == '-'))
+			return false;
+	return true;
+}
+
+static void parse_args(int argc, char **argv, struct config *cfg)
+{
+	static const struct option longopts[] = {
+		{ "pool", required_argument, NULL, 'p' },
+		{ "member", required_argument, NULL, 'm' },
+		{ "provider", required_argument, NULL, 'R' },
+		{ "transport", required_argument, NULL, 'T' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "tcp", required_argument, NULL, 't' },
+		{ "export-name", required_argument, NULL, 'e' },
+		{ "control", required_argument, NULL, 'c' },
+		{ "ready-file", required_argument, NULL, 'r' },
+		{ "pid-file", required_argument, NULL, 'P' },
+		{ "queue-depth", required_argument, NULL, 'q' },
+		{ "min-legs", required_argument, NULL, 'L' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *socket_arg = NULL, *control_arg = NULL;
+	char host[256], port[16];
+	int c;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->queue_depth = NBDB_QUEUE_DEPTH_DEFAULT;
+	opterr = 0; /* our own one-line messages */
+	while ((c = getopt_long(argc, argv, ":p:m:s:t:e:c:r:P:q:vh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			cfg->pool = optarg;
+			break;
+		case 'm':
+			if (cfg->nmembers == RMR_MAX_MEMBERS)
+				usage_error("too many --member (max %d)", RMR_MAX_MEMBERS);
+			if (!*optarg || strlen(optarg) > RMR_ADDR_MAX)
+				usage_error("--member: bad address '%s'", optarg);
+			cfg->members[cfg->nmembers++] = optarg;
+			break;
+		case 'R':
+			if (strcmp(optarg, "tcp") && strcmp(optarg, "shm") && strcmp(optarg, "verbs"))
+				usage_error("--provider: '%s' is not tcp, shm or verbs", optarg);
+			cfg->provider = optarg;
+			break;
+		case 'T':
+			if (strcmp(optarg, "fabric") && strcmp(optarg, "mem"))
+				usage_error("--transport: '%s' is not fabric or mem", optarg);
+			cfg->transport = optarg;
+			break;
+		case 's':
+			socket_arg = optarg;
+			break;
+		case 't':
+			if (nbdb_parse_hostport(optarg, host, sizeof(host), port, sizeof(port)) < 0)
+				usage_error("--tcp: '%s' is not HOST:PORT", optarg);
+			cfg->tcp = optarg;
+			break;
+		case 'e':
+			if (strlen(optarg) > NBD_MAX_STRING)
+				usage_error("--export-name: longer than %d bytes", NBD_MAX_STRING);
+			cfg->export_name = optarg;
+			break;
+		case 'c':
+			control_arg = optarg;
+			break;
+		case 'r':
+			cfg->ready_file = optarg;
+			break;
+		case 'P':
+			cfg->pid_file = optarg;
+			break;
+		case 'q':
+			cfg->queue_depth = parse_uint("--queue-depth", optarg, 1, NBDB_QUEUE_DEPTH_MAX);
+			break;
+		case 'L':
+			cfg->min_legs = parse_uint("--min-legs", optarg, 1, RMR_MAX_MEMBERS);
+			break;
+		case 'v':
+			cfg->verbose = true;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case ':':
+			if (strncmp(argv[optind - 1], "--", 2) == 0)
+				usage_error("option '%s' needs an argument", argv[optind - 1]);
+			usage_error("option '-%c' needs an argument", optopt);
+		default:
+			/* optopt names a bad short option ("-vx" -> x); for a
+			 * long one it is 0 and argv[optind - 1] holds it. */
+			if (optopt)
+				usage_error("unknown option '-%c'", optopt);
+			usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		usage_error("unexpected argument '%s'", argv[optind]);
+	if (!cfg->pool)
+		usage_error("--pool is required");
+	if (!valid_pool_name(cfg->pool))
+		usage_error("--pool: '%s' is not 1..%d characters of [A-Za-z0-9._-]", cfg->pool,
+			    RMR_NAME_MAX);
+	if (cfg->nmembers == 0)
+		usage_error("at least one --member is required");
+	if (cfg->min_legs > cfg->nmembers)
+		usage_error("--min-legs %u is more than the %u members", cfg->min_legs,
+			    cfg->nmembers);
+	if (socket_arg && cfg->tcp)
+		usage_error("--socket and --tcp exclude each other");
+	if (!cfg->export_name)
+		cfg->export_name = cfg->pool;
+
+	if (!cfg->tcp) {
+		char *def = NULL;
+
+		if (!socket_arg) {
+			if (asprintf(&def, "/tmp/nbd-brmr-%s.sock", cfg->pool) < 0)
+				exit(1);
+			socket_arg = def;
+		}
+		cfg->socket_path = absolute_path(socket_arg);
+		free(def);
+		if (!cfg->socket_path) {
+			fprintf(stderr, "nbd-brmr: cannot resolve the socket path\n");
+			exit(1);
+		}
+	}
+	if (control_arg) {
+		cfg->control_path = absolute_path(control_arg);
+		if (!cfg->control_path) {
+			fprintf(stderr, "nbd-brmr: cannot resolve the control path\n");
+			exit(1);
+		}
+	}
+}
+
+/* Write @p text and a newline to @p path through PATH.tmp and rename(), so
+ * a reader sees either no file or the whole of it. */
+static int write_file_atomic(const char *path, const char *text)
+{
+	char *tmp;
+	FILE *f;
+	int rc = 0;
+
+	if (asprintf(&tmp, "%s.tmp", path) < 0)
+		return -ENOMEM;
+	f = fopen(tmp, "we");
+	if (!f) {
+		rc = -errno;
+		free(tmp);
+		return rc;
+	}
+	if (fputs(text, f) == EOF || fputc('\n', f) == EOF)
+		rc = -EIO;
+	if (fclose(f) != 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc < 0)
+		unlink(tmp);
+	free(tmp);
+	return rc;
+}
+
+struct runtime {
+	struct config cfg;
+	struct brmr_dev *dev;
+	struct nbdb_export ex;
+	struct nbdb_server srv;
+	char description[RMR_NAME_MAX + 64];
+	char uri[PATH_MAX + 64];
+	int listen_fd;
+	int control_fd;
+	int sig_fd;
+	bool pid_written, ready_written;
+};
+
+static void remove_files(struct runtime *rt)
+{
+	if (rt->listen_fd >= 0) {
+		close(rt->listen_fd);
+		rt->listen_fd = -1;
+		if (rt->cfg.socket_path)
+			unlink(rt->cfg.socket_path);
+	}
+	if (rt->control_fd >= 0) {
+		close(rt->control_fd);
+		rt->control_fd = -1;
+		unlink(rt->cfg.control_path);
+	}
+	if (rt->ready_written)
+		unlink(rt->cfg.ready_file);
+	if (rt->pid_written)
+		unlink(rt->cfg.pid_file);
+	rt->ready_written = rt->pid_written = false;
+}
+
+static long elapsed_ms(const struct timespec *t0)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - t0->tv_sec) * 1000 + (now.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* A signal is pending on the signalfd: consume it, return its number. */
+static int read_signal(int sig_fd)
+{
+	struct signalfd_siginfo si;
+
+	if (read(sig_fd, &si, sizeof(si)) != (ssize_t)sizeof(si))
+		return 0;
+	return (int)si.ssi_signo;
+}
+
+static void shutdown_server(struct runtime *rt)
+{
+	struct timespec t0;
+	bool force = false;
+	unsigned left;
+
+	/* 1. No new connections; the socket file goes right away so that
+	 *    scripts waiting for it to vanish are not misled. */
+	close(rt->listen_fd);
+	rt->listen_fd = -1;
+	if (rt->cfg.socket_path)
+		unlink(rt->cfg.socket_path);
+
+	/* 2. New requests are answered ESHUTDOWN from now on. */
+	atomic_store(&rt->srv.stopping, true);
+
+	/* 3. Wait for requests in flight; the control socket still answers. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (nbdb_server_busy(&rt->srv) > 0) {
+		struct pollfd pfd[2] = {
+			{ .fd = rt->sig_fd, .events = POLLIN },
+			{ .fd = rt->control_fd, .events = POLLIN },
+		};
+
+		if (elapsed_ms(&t0) > DRAIN_TIMEOUT_MS) {
+			nbdb_log(NBDB_WARN, "requests still in flight after %d ms, closing anyway",
+				 DRAIN_TIMEOUT_MS);
+			force = true;
+			break;
+		}
+		if (poll(pfd, 2, 10) > 0) {
+			if ((pfd[0].revents & POLLIN) && read_signal(rt->sig_fd)) {
+				nbdb_log(NBDB_NOTICE, "second signal: closing connections now");
+				force = true;
+				break;
+			}
+			if (pfd[1].revents & POLLIN)
+				nbdb_control_serve(rt->control_fd, rt->dev);
+		}
+	}
+
+	/* 4. Close every connection. After the drain, end-of-stream on the
+	 *    read side is enough: each reader stops, answers what remains and
+	 *    closes. Forced, writers stuck on a client that does not read are
+	 *    cut off as well. Requests still inside librmr complete anyway
+	 *    (it guarantees every callback); connections wait for them. */
+	nbdb_server_shutdown_conns(&rt->srv, force ? SHUT_RDWR : SHUT_RD);
+	while ((left = nbdb_server_wait_idle(&rt->srv, 5000)) > 0) {
+		nbdb_log(NBDB_NOTICE, "waiting for %u connection(s) to finish", left);
+		nbdb_server_shutdown_conns(&rt->srv, SHUT_RDWR);
+	}
+}
+
+static int run(struct runtime *rt)
+{
+	struct config *cfg = &rt->cfg;
+	bool tcp = cfg->tcp != NULL;
+	int sig;
+
+	for (;;) {
+		struct pollfd pfd[3] = {
+			{ .fd = rt->sig_fd, .events = POLLIN },
+			{ .fd = rt->listen_fd, .events = POLLIN },
+			{ .fd = rt->control_fd, .events = POLLIN }, /* -1: ignored */
+		};
+
+		if (poll(pfd, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			nbdb_log(NBDB_ERR, "poll: %s", strerror(errno));
+			return 1;
+		}
+		if ((pfd[0].revents & POLLIN) && (sig = read_signal(rt->sig_fd)) != 0) {
+			nbdb_log(NBDB_NOTICE, "%s: shutting down", strsignal(sig));
+			return 0;
+		}
+		if (pfd[1].revents & POLLIN) {
+			char peer[96];
+			int fd = nbdb_accept(rt->listen_fd, tcp, peer, sizeof(peer));
+
+			if (fd >= 0) {
+				nbdb_conn_start(&rt->srv, fd, peer);
+			} else if (fd == -EMFILE || fd == -ENFILE || fd == -ENOMEM ||
+				   fd == -ENOBUFS) {
+				/* Out of descriptors: back off rather than spin on a
+				 * listener that stays readable. */
+				nbdb_log(NBDB_WARN, "accept: %s", strerror(-fd));
+				poll(NULL, 0, 100);
+			}
+		}
+		if (pfd[2].revents & POLLIN)
+			nbdb_control_serve(rt->control_fd, rt->dev);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static struct runtime rtv = { .listen_fd = -1, .control_fd = -1, .sig_fd = -1 };
+	struct runtime *rt = &rtv;
+	struct config *cfg = &rt->cfg;
+	struct rmr_client_opts o;
+	char why[512], pid[32];
+	sigset_t sigs;
+	int rc, status = 1;
+
+	parse_args(argc, argv, cfg);
+	nbdb_log_init(cfg->pool, cfg->verbose);
+
+	/* Signals: SIGPIPE ignored (sends use MSG_NOSIGNAL as well);
+	 * SIGTERM/SIGINT blocked in every thread, librmr's included (they
+	 * inherit this mask), and read from a signalfd by the main loop. */
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	rt->sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC);
+	if (rt->sig_fd < 0) {
+		nbdb_log(NBDB_ERR, "signalfd: %s", strerror(errno));
+		return 1;
+	}
+
+	if (cfg->pid_file) {
+		snprintf(pid, sizeof(pid), "%ld", (long)getpid());
+		rc = write_file_atomic(cfg->pid_file, pid);
+		if (rc < 0) {
+			nbdb_log(NBDB_ERR, "cannot write pid file %s: %s", cfg->pid_file,
+				 strerror(-rc));
+			goto out;
+		}
+		rt->pid_written = true;
+	}
+
+	rmr_log_set_sink(nbdb_log_rmr_sink, NULL, cfg->verbose ? RMR_LOG_DEBUG : RMR_LOG_INFO);
+	memset(&o, 0, sizeof(o));
+	o.size = sizeof(o);
+	o.pool_name = cfg->pool;
+	o.transport = cfg->transport;
+	o.provider = cfg->provider;
+	o.nmembers = cfg->nmembers;
+	o.members = cfg->members;
+	o.min_legs = cfg->min_legs;
+	rc = brmr_open(&o, &rt->dev);
+	if (rc < 0) {
+		nbdb_log(NBDB_ERR, "cannot open the pool: %s", strerror(-rc));
+		goto out;
+	}
+
+	snprintf(rt->description, sizeof(rt->description), "brmr pool %s", cfg->pool);
+	rt->ex = (struct nbdb_export){
+		.dev = rt->dev,
+		.size = brmr_size(rt->dev),
+		.name = cfg->export_name,
+		.description = rt->description,
+		.tflags = EXPORT_TFLAGS,
+		.queue_depth = cfg->queue_depth,
+	};
+	nbdb_server_init(&rt->srv, &rt->ex);
+
+	if (cfg->tcp) {
+		rt->listen_fd = nbdb_listen_tcp(cfg->tcp, rt->uri, sizeof(rt->uri), why,
+						sizeof(why));
+	} else {
+		rt->listen_fd = nbdb_listen_unix(cfg->socket_path, why, sizeof(why));
+		nbdb_unix_uri(cfg->socket_path, rt->uri, sizeof(rt->uri));
+	}
+	if (rt->listen_fd < 0) {
+		nbdb_log(NBDB_ERR, "%s", why);
+		goto out_close;
+	}
+	if (cfg->control_path) {
+		rt->control_fd = nbdb_listen_unix(cfg->control_path, why, sizeof(why));
+		if (rt->control_fd < 0) {
+			nbdb_log(NBDB_ERR, "control socket: %s", why);
+			goto out_close;
+		}
+	}
+	if (cfg->ready_file) {
+		rc = write_file_atomic(cfg->ready_file, rt->uri);
+		if (rc < 0) {
+			nbdb_log(NBDB_ERR, "cannot write ready file %s: %s", cfg->ready_file,
+				 strerror(-rc));
+			goto out_close;
+		}
+		rt->ready_written = true;
+	}
+	nbdb_log(NBDB_NOTICE, "serving export '%s' (%llu bytes, %u members) on %s",
+		 cfg->export_name, (unsigned long long)rt->ex.size, cfg->nmembers, rt->uri);
+
+	status = run(rt);
+	shutdown_server(rt);
+
+out_close:
+	/* On the failure paths above no connection was accepted yet. */
+	remove_files(rt);
+	brmr_close(rt->dev);
+	nbdb_server_destroy(&rt->srv);
+	if (status == 0)
+		nbdb_log(NBDB_NOTICE, "stopped");
+out:
+	remove_files(rt);
+	close(rt->sig_fd);
+	free(cfg->socket_path);
+	free(cfg->control_path);
+	return status;
+}

@@ -1,0 +1,758 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * nbd_conn.c: one NBD connection from accept to close, and the set of live
+ * connections.
+ *
+ * Transmission phase, per connection:
+ *  - the reader (the connection's own thread, which ran the handshake)
+ *    parses requests, validates them, reads WRITE payloads into a request
+ *    context and calls brmr_submit();
+ *  - completions run on librmr's event-loop thread; they only record the
+ *    status and append the context to the reply queue (a short critical
+ *    section, never a socket call);
+ *  - the writer thread sends every reply, so socket writes are serialised
+ *    and replies leave in completion order (NBD allows any order).
+ * Requests the reader refuses (bad flags, range, shutdown) also go through
+ * the reply queue, so the reader never writes to the socket.
+ *
+ * Contexts are preallocated up to the queue depth; the reader waits when all
+ * of them are busy, which is the back-pressure towards the client. Data
+ * buffers are allocated once per context when first needed and kept, so the
+ * steady state does no malloc per request; a per-connection cap on buffer
+ * memory frees idle buffers before growing another one.
+ */
+#include "nbdb.h"
+#include "nbd_proto.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Buffer memory one connection may keep: enough for 64 requests of 2 MiB
+ * or 4 of the largest, bounded so that many connections cannot eat the
+ * host. Must be at least NBDB_MAX_PAYLOAD. */
+#define CONN_BUF_CAP (128u * 1024 * 1024)
+_Static_assert(CONN_BUF_CAP >= NBDB_MAX_PAYLOAD, "a maximum request must fit");
+
+/* Smallest data buffer: one page, the common request size. */
+#define CONN_BUF_MIN 4096u
+
+/* Input buffer of the reader: several small requests per recv(). Payloads
+ * at least this big are read straight into the context's buffer. */
+#define CONN_RBUF_SIZE (64u * 1024)
+
+/* Replies the writer gathers into one sendmsg(). */
+#define CONN_WRITE_BATCH 32
+
+/* One request context. */
+struct nbdb_req {
+	struct nbdb_req *next;        /* free list or reply queue */
+	struct nbdb_conn *conn;
+	struct nbd_simple_reply hdr;  /* reply header, cookie already set */
+	uint32_t data_len;            /* READ: bytes to send on success */
+	void *buf;                    /* data buffer, NULL until needed */
+	size_t bufsize;
+};
+
+struct nbdb_conn {
+	struct nbdb_conn *prev, *next; /* in the server's list */
+	struct nbdb_server *srv;
+	const struct nbdb_export *ex;
+	unsigned long id;
+	char peer[96];
+	int fd;
+	pthread_t thread;
+
+	/* Request contexts: lock guards free_list, the reply queue, busy
+	 * changes and writer_stop. */
+	pthread_mutex_t lock;
+	pthread_cond_t free_cv;  /* a context came back */
+	pthread_cond_t reply_cv; /* a reply was queued, or writer_stop */
+	struct nbdb_req *reqs;
+	struct nbdb_req *free_list;
+	struct nbdb_req *reply_head, *reply_tail;
+	atomic_uint busy;        /* taken by the reader, not yet answered */
+	bool writer_stop;
+	pthread_t writer;
+
+	/* Reader only. */
+	size_t buf_bytes;        /* data buffer memory held by all contexts */
+	uint8_t *rbuf;
+	size_t rpos, rend;
+	uint64_t nreq;
+
+	/* Writer only. */
+	bool dead;               /* a send failed: discard further replies */
+};
+
+/* ------------------------------------------------------------------ */
+/* Errors                                                             */
+/* ------------------------------------------------------------------ */
+
+uint32_t nbdb_errno_to_nbd(int err)
+{
+	switch (-err) {
+	case 0:
+		return NBD_SUCCESS;
+	case EPERM:
+	case EACCES:
+	case EROFS:
+		return NBD_EPERM;
+	case ENOMEM:
+	case ENOBUFS:
+		return NBD_ENOMEM;
+	case EINVAL:
+	case ERANGE:
+		return NBD_EINVAL;
+	case ENOSPC:
+	case EDQUOT:
+	case EFBIG:
+		return NBD_ENOSPC;
+	case EOVERFLOW:
+		return NBD_EOVERFLOW;
+	case ENOTSUP:
+		return NBD_ENOTSUP;
+	case ESHUTDOWN:
+		return NBD_ESHUTDOWN;
+	default:
+		/* EIO, ETIMEDOUT (no member answered), ENOTCONN, ...: to the
+		 * client every other failure is an I/O error. */
+		return NBD_EIO;
+	}
+}
+
+static const char *cmd_name(uint16_t type)
+{
+	switch (type) {
+	case NBD_CMD_READ: return "READ";
+	case NBD_CMD_WRITE: return "WRITE";
+	case NBD_CMD_DISC: return "DISC";
+	case NBD_CMD_FLUSH: return "FLUSH";
+	case NBD_CMD_TRIM: return "TRIM";
+	case NBD_CMD_CACHE: return "CACHE";
+	case NBD_CMD_WRITE_ZEROES: return "WRITE_ZEROES";
+	case NBD_CMD_BLOCK_STATUS: return "BLOCK_STATUS";
+	default: return "unknown";
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Buffered input of the reader                                       */
+/* ------------------------------------------------------------------ */
+
+/* Read exactly @p n bytes through the input buffer. */
+static int rb_read(struct nbdb_conn *c, void *dst, size_t n)
+{
+	uint8_t *p = dst;
+
+	if (n == 0)
+		return 0; /* zero-length WRITE: no buffer at all */
+	for (;;) {
+		size_t avail = c->rend - c->rpos;
+		size_t take = avail < n ? avail : n;
+		ssize_t r;
+
+		memcpy(p, c->rbuf + c->rpos, take);
+		c->rpos += take;
+		p += take;
+		n -= take;
+		if (n == 0)
+			return 0;
+		/* Buffer empty. Big remainders go straight to the caller. */
+		c->rpos = c->rend = 0;
+		if (n >= CONN_RBUF_SIZE)
+			return nbdb_read_full(c->fd, p, n);
+		r = recv(c->fd, c->rbuf, CONN_RBUF_SIZE, 0);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EPIPE;
+		c->rend = (size_t)r;
+	}
+}
+
+/* Consume and drop @p n bytes (the payload of a refused WRITE). */
+static int rb_skip(struct nbdb_conn *c, size_t n)
+{
+	while (n > 0) {
+		size_t avail = c->rend - c->rpos;
+		ssize_t r;
+
+		if (avail > 0) {
+			size_t take = avail < n ? avail : n;
+
+			c->rpos += take;
+			n -= take;
+			continue;
+		}
+		c->rpos = c->rend = 0;
+		r = recv(c->fd, c->rbuf, n < CONN_RBUF_SIZE ? n : CONN_RBUF_SIZE, 0);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return -EPIPE;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Request contexts                                                   */
+/* ------------------------------------------------------------------ */
+
+static size_t buf_size_for(size_t need)
+{
+	size_t s = CONN_BUF_MIN;
+
+	while (s < need)
+		s <<= 1;
+	return s;
+}
+
+/*
+ * Take a free context, waiting while all are busy, with a data buffer of at
+ * least @p need bytes (0: none needed). On allocation failure the context
+ * comes back with no buffer and @p *nomem set; the caller answers ENOMEM.
+ */
+static struct nbdb_req *req_get(struct nbdb_conn *c, size_t need, bool *nomem)
+{
+	struct nbdb_req *r;
+	size_t size;
+	void *buf;
+
+	*nomem = false;
+	pthread_mutex_lock(&c->lock);
+	while (!c->free_list)
+		pthread_cond_wait(&c->free_cv, &c->lock);
+	r = c->free_list;
+	c->free_list = r->next;
+	r->next = NULL;
+	atomic_fetch_add(&c->busy, 1);
+
+	if (need == 0 || r->bufsize >= need) {
+		pthread_mutex_unlock(&c->lock);
+		return r;
+	}
+
+	/* Grow this context's buffer within the connection's cap: first free
+	 * buffers of idle contexts, then wait for busy ones to come back.
+	 * This ends: once nothing else is busy, every other buffer is idle
+	 * and the cap holds the largest request. */
+	size = buf_size_for(need);
+	while (c->buf_bytes - r->bufsize + size > CONN_BUF_CAP) {
+		struct nbdb_req *v;
+
+		for (v = c->free_list; v && !v->buf; v = v->next)
+			;
+		if (v) {
+			free(v->buf);
+			c->buf_bytes -= v->bufsize;
+			v->buf = NULL;
+			v->bufsize = 0;
+			continue;
+		}
+		pthread_cond_wait(&c->free_cv, &c->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+
+	free(r->buf);
+	c->buf_bytes -= r->bufsize;
+	r->buf = NULL;
+	r->bufsize = 0;
+	/* Page-aligned: transports may register or DMA from it. */
+	if (posix_memalign(&buf, 4096, size) != 0) {
+		*nomem = true;
+		return r;
+	}
+	r->buf = buf;
+	r->bufsize = size;
+	c->buf_bytes += size;
+	return r;
+}
+
+/* Hand a finished context to the writer. Any thread, never blocks long. */
+static void reply_queue(struct nbdb_req *r, uint32_t nbd_error)
+{
+	struct nbdb_conn *c = r->conn;
+
+	r->hdr.error = nbd_to_be32(nbd_error);
+	r->next = NULL;
+	pthread_mutex_lock(&c->lock);
+	if (c->reply_tail)
+		c->reply_tail->next = r;
+	else
+		c->reply_head = r;
+	c->reply_tail = r;
+	pthread_cond_signal(&c->reply_cv);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* brmr completion: on librmr's event-loop thread. */
+static void req_done(void *priv, int status)
+{
+	reply_queue(priv, nbdb_errno_to_nbd(status));
+}
+
+/* ------------------------------------------------------------------ */
+/* Writer                                                             */
+/* ------------------------------------------------------------------ */
+
+static void *writer_main(void *arg)
+{
+	struct nbdb_conn *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		struct nbdb_req *batch, *r, *last = NULL;
+		struct iovec iov[2 * CONN_WRITE_BATCH];
+		unsigned n = 0, cnt = 0;
+
+		while (!c->reply_head && !c->writer_stop)
+			pthread_cond_wait(&c->reply_cv, &c->lock);
+		if (!c->reply_head)
+			break;
+		/* Take up to a batch off the queue. */
+		batch = c->reply_head;
+		for (r = batch; r && n < CONN_WRITE_BATCH; r = r->next) {
+			last = r;
+			n++;
+		}
+		c->reply_head = last->next;
+		if (!c->reply_head)
+			c->reply_tail = NULL;
+		last->next = NULL;
+		pthread_mutex_unlock(&c->lock);
+
+		for (r = batch; r; r = r->next) {
+			iov[cnt].iov_base = &r->hdr;
+			iov[cnt++].iov_len = sizeof(r->hdr);
+			if (r->hdr.error == 0 && r->data_len > 0) {
+				iov[cnt].iov_base = r->buf;
+				iov[cnt++].iov_len = r->data_len;
+			}
+		}
+		if (!c->dead) {
+			int rc = nbdb_writev_full(c->fd, iov, cnt);
+
+			if (rc < 0) {
+				/* The client is gone or stuck: wake the reader
+				 * too; keep draining replies without sending. */
+				nbdb_log(NBDB_DEBUG, "conn %lu: send failed: %s", c->id,
+					 strerror(-rc));
+				c->dead = true;
+				shutdown(c->fd, SHUT_RDWR);
+			}
+		}
+
+		pthread_mutex_lock(&c->lock);
+		last->next = c->free_list;
+		c->free_list = batch;
+		atomic_fetch_sub(&c->busy, n);
+		pthread_cond_broadcast(&c->free_cv);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Reader                                                             */
+/* ------------------------------------------------------------------ */
+
+/* Allowed command flags per command. FUA is accepted on every command, as
+ * the spec requires once SEND_FUA is advertised; it only means something
+ * for the ones that modify data. DF needs structured replies, FAST_ZERO
+ * and REQ_ONE were not advertised: EINVAL. */
+static bool cmd_known(uint16_t type, uint16_t *allowed)
+{
+	switch (type) {
+	case NBD_CMD_READ:
+	case NBD_CMD_WRITE:
+	case NBD_CMD_FLUSH:
+	case NBD_CMD_TRIM:
+		*allowed = NBD_CMD_FLAG_FUA;
+		return true;
+	case NBD_CMD_WRITE_ZEROES:
+		*allowed = NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE;
+		return true;
+	default:
+		/* CACHE, BLOCK_STATUS (no meta context can be negotiated),
+		 * and anything newer. */
+		return false;
+	}
+}
+
+/* Decide a request's fate before it takes a context. @return 0 to submit,
+ * or the NBD error to answer with. */
+static uint32_t req_check(const struct nbdb_conn *c, uint16_t flags, uint16_t type,
+			  uint64_t off, uint32_t len)
+{
+	uint64_t size = c->ex->size;
+	uint16_t allowed;
+
+	if (!cmd_known(type, &allowed))
+		return NBD_EINVAL;
+	if (flags & ~allowed)
+		return NBD_EINVAL;
+	if (atomic_load(&c->srv->stopping))
+		return NBD_ESHUTDOWN;
+	if (type == NBD_CMD_FLUSH)
+		/* offset and length are reserved and must be zero. */
+		return off == 0 && len == 0 ? 0 : NBD_EINVAL;
+	if (type == NBD_CMD_READ && len > NBDB_MAX_PAYLOAD)
+		/* No payload follows a READ, so this is safely refused. */
+		return NBD_EINVAL;
+	if (off > size || len > size - off)
+		return type == NBD_CMD_WRITE || type == NBD_CMD_WRITE_ZEROES ? NBD_ENOSPC
+									 : NBD_EINVAL;
+	return 0;
+}
+
+static int handle_request(struct nbdb_conn *c, const struct nbd_request *rq)
+{
+	uint16_t flags = nbd_be16(rq->flags);
+	uint16_t type = nbd_be16(rq->type);
+	uint64_t off = nbd_be64(rq->offset);
+	uint32_t len = nbd_be32(rq->len);
+	bool payload = type == NBD_CMD_WRITE;
+	bool data = payload || type == NBD_CMD_READ;
+	struct nbdb_req *r;
+	struct iovec iov;
+	enum brmr_op op;
+	unsigned bflags = 0;
+	uint32_t err;
+	bool nomem;
+	int rc;
+
+	if (payload && len > NBDB_MAX_PAYLOAD) {
+		/* The payload must be consumed to find the next request. */
+		if (len > NBDB_DISCARD_MAX) {
+			nbdb_log(NBDB_INFO, "conn %lu: WRITE of %u bytes, above the maximum payload; closing",
+				 c->id, len);
+			return -EPROTO;
+		}
+		err = NBD_EINVAL;
+	} else {
+		err = req_check(c, flags, type, off, len);
+	}
+	if (err)
+		nbdb_log(NBDB_DEBUG, "conn %lu: refusing %s (%u) flags 0x%x offset %llu length %u: error %u",
+			 c->id, cmd_name(type), type, flags, (unsigned long long)off, len, err);
+
+	r = req_get(c, !err && data ? len : 0, &nomem);
+	if (nomem)
+		err = NBD_ENOMEM;
+	r->hdr.cookie = rq->cookie; /* echoed as sent */
+	r->data_len = 0;
+
+	if (payload) {
+		rc = err ? rb_skip(c, len) : rb_read(c, r->buf, len);
+		if (rc < 0) {
+			/* Nothing was submitted. The reply (most likely to a
+			 * client that is gone) brings the context back through
+			 * the writer like any other. */
+			reply_queue(r, NBD_EIO);
+			return rc;
+		}
+	}
+	if (err || (len == 0 && type != NBD_CMD_FLUSH)) {
+		/* Zero-length requests inside the device are no-ops. */
+		reply_queue(r, err);
+		return 0;
+	}
+
+	iov.iov_base = r->buf;
+	iov.iov_len = len;
+	switch (type) {
+	case NBD_CMD_READ:
+		op = BRMR_OP_READ;
+		r->data_len = len;
+		break;
+	case NBD_CMD_WRITE:
+		op = BRMR_OP_WRITE;
+		break;
+	case NBD_CMD_FLUSH:
+		op = BRMR_OP_FLUSH;
+		break;
+	case NBD_CMD_TRIM:
+		op = BRMR_OP_TRIM;
+		break;
+	default: /* NBD_CMD_WRITE_ZEROES, the last one req_check() lets by */
+		op = BRMR_OP_WRITE_ZEROES;
+		break;
+	}
+	/* NO_HOLE needs nothing: brmr's write-zeroes always allocates. */
+	if ((flags & NBD_CMD_FLAG_FUA) && op != BRMR_OP_READ && op != BRMR_OP_FLUSH)
+		bflags |= BRMR_F_FUA;
+	rc = brmr_submit(c->ex->dev, op, bflags, op == BRMR_OP_FLUSH ? 0 : off,
+			 op == BRMR_OP_FLUSH ? 0 : len, data ? &iov : NULL, data ? 1 : 0,
+			 req_done, r);
+	if (rc < 0) {
+		/* The callback will not run: answer here. */
+		r->data_len = 0;
+		reply_queue(r, nbdb_errno_to_nbd(rc));
+	}
+	c->nreq++;
+	return 0;
+}
+
+static void reader_loop(struct nbdb_conn *c)
+{
+	for (;;) {
+		struct nbd_request rq;
+		int rc = rb_read(c, &rq, sizeof(rq));
+
+		if (rc < 0) {
+			if (rc != -EPIPE)
+				nbdb_log(NBDB_DEBUG, "conn %lu: receive failed: %s", c->id,
+					 strerror(-rc));
+			else if (atomic_load(&c->srv->stopping))
+				nbdb_log(NBDB_DEBUG, "conn %lu: closing for shutdown", c->id);
+			else
+				nbdb_log(NBDB_DEBUG, "conn %lu: client closed the connection",
+					 c->id);
+			return;
+		}
+		if (nbd_be32(rq.magic) != NBD_REQUEST_MAGIC) {
+			nbdb_log(NBDB_INFO, "conn %lu: bad request magic 0x%08x, closing", c->id,
+				 nbd_be32(rq.magic));
+			return;
+		}
+		if (nbd_be16(rq.type) == NBD_CMD_DISC) {
+			nbdb_log(NBDB_DEBUG, "conn %lu: client disconnects", c->id);
+			return;
+		}
+		if (handle_request(c, &rq) < 0)
+			return;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Connection lifetime                                                */
+/* ------------------------------------------------------------------ */
+
+static void conn_transmit(struct nbdb_conn *c)
+{
+	unsigned qd = c->ex->queue_depth;
+	int rc;
+
+	c->reqs = calloc(qd, sizeof(*c->reqs));
+	c->rbuf = malloc(CONN_RBUF_SIZE);
+	if (!c->reqs || !c->rbuf) {
+		nbdb_log(NBDB_ERR, "conn %lu: out of memory", c->id);
+		goto out;
+	}
+	for (unsigned i = 0; i < qd; i++) {
+		c->reqs[i].conn = c;
+		c->reqs[i].hdr.magic = nbd_to_be32(NBD_SIMPLE_REPLY_MAGIC);
+		c->reqs[i].next = i + 1 < qd ? &c->reqs[i + 1] : NULL;
+	}
+	c->free_list = &c->reqs[0];
+
+	rc = pthread_create(&c->writer, NULL, writer_main, c);
+	if (rc != 0) {
+		nbdb_log(NBDB_ERR, "conn %lu: cannot start writer thread: %s", c->id,
+			 strerror(rc));
+		goto out;
+	}
+
+	reader_loop(c);
+
+	/* Drain: every request taken must be answered (or dropped by a dead
+	 * writer) before the contexts go away; brmr callbacks still hold
+	 * pointers to them until then. */
+	pthread_mutex_lock(&c->lock);
+	while (atomic_load(&c->busy) > 0)
+		pthread_cond_wait(&c->free_cv, &c->lock);
+	c->writer_stop = true;
+	pthread_cond_signal(&c->reply_cv);
+	pthread_mutex_unlock(&c->lock);
+	pthread_join(c->writer, NULL);
+	nbdb_log(NBDB_DEBUG, "conn %lu: closed after %llu requests", c->id,
+		 (unsigned long long)c->nreq);
+out:
+	if (c->reqs)
+		for (unsigned i = 0; i < qd; i++)
+			free(c->reqs[i].buf);
+	free(c->reqs);
+	free(c->rbuf);
+}
+
+static void conn_free(struct nbdb_conn *c)
+{
+	pthread_cond_destroy(&c->reply_cv);
+	pthread_cond_destroy(&c->free_cv);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+/* Leave the server's list, then close: the main thread only calls
+ * shutdown() on sockets of listed connections, so it never touches a
+ * descriptor number that has been reused. */
+static void conn_unlist_and_close(struct nbdb_conn *c)
+{
+	struct nbdb_server *s = c->srv;
+
+	pthread_mutex_lock(&s->lock);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	s->nconns--;
+	close(c->fd);
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void *conn_main(void *arg)
+{
+	struct nbdb_conn *c = arg;
+	enum nbdb_hs_result hs;
+
+	nbdb_log(NBDB_DEBUG, "conn %lu: from %s", c->id, c->peer);
+	hs = nbdb_handshake(c->fd, c->ex, c->id, &c->srv->stopping);
+	switch (hs) {
+	case NBDB_HS_TRANSMIT:
+		nbdb_log(NBDB_DEBUG, "conn %lu: transmission phase", c->id);
+		conn_transmit(c);
+		break;
+	case NBDB_HS_CLOSE:
+		nbdb_log(NBDB_DEBUG, "conn %lu: closed during handshake", c->id);
+		break;
+	case NBDB_HS_ERROR:
+		nbdb_log(NBDB_DEBUG, "conn %lu: handshake failed", c->id);
+		break;
+	}
+	conn_unlist_and_close(c);
+	conn_free(c);
+	return NULL;
+}
+
+int nbdb_conn_start(struct nbdb_server *s, int fd, const char *peer)
+{
+	struct nbdb_conn *c;
+	pthread_attr_t attr;
+	int rc;
+
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	c->srv = s;
+	c->ex = s->ex;
+	c->fd = fd;
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->free_cv, NULL);
+	pthread_cond_init(&c->reply_cv, NULL);
+	atomic_init(&c->busy, 0);
+
+	pthread_mutex_lock(&s->lock);
+	if (s->nconns >= NBDB_MAX_CONNS) {
+		pthread_mutex_unlock(&s->lock);
+		nbdb_log(NBDB_WARN, "refusing connection from %s: %u connections open", peer,
+			 NBDB_MAX_CONNS);
+		close(fd);
+		conn_free(c);
+		return -EMFILE;
+	}
+	c->id = ++s->next_id;
+	c->next = s->conns;
+	if (s->conns)
+		s->conns->prev = c;
+	s->conns = c;
+	s->nconns++;
+	pthread_mutex_unlock(&s->lock);
+
+	/* Detached: the connection cleans up after itself; shutdown waits on
+	 * the server's count instead of joining. */
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&c->thread, &attr, conn_main, c);
+	pthread_attr_destroy(&attr);
+	if (rc != 0) {
+		nbdb_log(NBDB_ERR, "cannot start a thread for %s: %s", peer, strerror(rc));
+		conn_unlist_and_close(c);
+		conn_free(c);
+		return -rc;
+	}
+	/* c may be gone already: the thread owns it now. */
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Server: the set of connections                                     */
+/* ------------------------------------------------------------------ */
+
+void nbdb_server_init(struct nbdb_server *s, const struct nbdb_export *ex)
+{
+	pthread_condattr_t ca;
+
+	memset(s, 0, sizeof(*s));
+	s->ex = ex;
+	atomic_init(&s->stopping, false);
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+void nbdb_server_destroy(struct nbdb_server *s)
+{
+	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->lock);
+}
+
+unsigned nbdb_server_busy(struct nbdb_server *s)
+{
+	unsigned busy = 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (struct nbdb_conn *c = s->conns; c; c = c->next)
+		busy += atomic_load(&c->busy);
+	pthread_mutex_unlock(&s->lock);
+	return busy;
+}
+
+void nbdb_server_shutdown_conns(struct nbdb_server *s, int how)
+{
+	pthread_mutex_lock(&s->lock);
+	for (struct nbdb_conn *c = s->conns; c; c = c->next)
+		shutdown(c->fd, how);
+	pthread_mutex_unlock(&s->lock);
+}
+
+unsigned nbdb_server_wait_idle(struct nbdb_server *s, unsigned timeout_ms)
+{
+	struct timespec dl;
+	unsigned n;
+
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += timeout_ms / 1000;
+	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (dl.tv_nsec >= 1000000000) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&s->lock);
+	while (s->nconns > 0)
+		if (pthread_cond_timedwait(&s->cv, &s->lock, &dl) == ETIMEDOUT)
+			break;
+	n = s->nconns;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}

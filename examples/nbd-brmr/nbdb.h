@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * nbdb.h: internal interfaces of nbd-brmr, an NBD server in front of a
+ * libbrmr block device.
+ *
+ * Threads: the main thread accepts connections, serves the control socket
+ * and handles signals. Every NBD connection has a reader thread (handshake,
+ * then request parsing and brmr_submit()) and, in the transmission phase, a
+ * writer thread that sends every reply. Completions run on librmr's
+ * event-loop thread and only queue replies.
+ */
+#ifndef NBD_BRMR_NBDB_H
+#define NBD_BRMR_NBDB_H
+
+#include <rmr/brmr.h>
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+/* ---- limits of the export ------------------------------------------ */
+
+/* Advertised in NBD_INFO_BLOCK_SIZE. libbrmr takes byte offsets, so the
+ * minimum is the spec's default of 1; 4096 is what the pool stores well. */
+#define NBDB_BLOCK_MIN 1u
+#define NBDB_BLOCK_PREFERRED 4096u
+#define NBDB_MAX_PAYLOAD (32u * 1024 * 1024)
+
+/* A WRITE above the maximum payload is read and thrown away (then answered
+ * EINVAL) up to this length; longer ones are taken as a broken or hostile
+ * client and the connection is dropped rather than spending minutes
+ * reading garbage. */
+#define NBDB_DISCARD_MAX (64u * 1024 * 1024)
+
+/* Default and largest NBD requests in flight per connection. */
+#define NBDB_QUEUE_DEPTH_DEFAULT 64u
+#define NBDB_QUEUE_DEPTH_MAX 1024u
+
+/* Connections at once; beyond it new ones are closed right away. */
+#define NBDB_MAX_CONNS 128u
+
+/* ---- logging (log.c) ----------------------------------------------- */
+
+enum nbdb_log_level {
+	NBDB_ERR = 3,
+	NBDB_WARN = 4,
+	NBDB_NOTICE = 5,
+	NBDB_INFO = 6,
+	NBDB_DEBUG = 7,
+};
+
+/* Set the prefix ("nbd-brmr pool=NAME: ") and the verbosity. */
+void nbdb_log_init(const char *pool, bool verbose);
+bool nbdb_log_verbose(void);
+/* One line to stderr; lines above NBDB_INFO only with --verbose. */
+void nbdb_log(enum nbdb_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* librmr's log sink, so its lines carry the same prefix. */
+void nbdb_log_rmr_sink(void *ctx, enum rmr_log_level level, const char *msg);
+
+/* ---- socket I/O (sockio.c) ----------------------------------------- */
+
+/* Read exactly @p n bytes. @return 0; -EPIPE on end of stream (also
+ * part-way); -errno. Retries EINTR. */
+int nbdb_read_full(int fd, void *buf, size_t n);
+/* Write exactly @p n bytes (MSG_NOSIGNAL). @return 0 or -errno. */
+int nbdb_write_full(int fd, const void *buf, size_t n);
+/* Write a whole iovec array; @p iov is modified. @return 0 or -errno. */
+int nbdb_writev_full(int fd, struct iovec *iov, unsigned cnt);
+
+/* ---- the export and the connections (nbd_conn.c) -------------------- */
+
+/* What every connection serves. Read-only once the server runs. */
+struct nbdb_export {
+	struct brmr_dev *dev;
+	uint64_t size;               /* bytes */
+	const char *name;            /* export name ("" is accepted too) */
+	const char *description;     /* NBD_INFO_DESCRIPTION */
+	uint16_t tflags;             /* transmission flags */
+	unsigned queue_depth;        /* requests in flight per connection */
+};
+
+struct nbdb_conn;
+
+/* The set of live connections. */
+struct nbdb_server {
+	const struct nbdb_export *ex;
+	atomic_bool stopping;        /* new requests get ESHUTDOWN */
+	pthread_mutex_t lock;        /* guards the fields below */
+	pthread_cond_t cv;           /* signalled when a connection ends */
+	struct nbdb_conn *conns;     /* doubly linked list */
+	unsigned nconns;
+	unsigned long next_id;
+};
+
+void nbdb_server_init(struct nbdb_server *s, const struct nbdb_export *ex);
+void nbdb_server_destroy(struct nbdb_server *s);
+
+/* Serve an accepted socket on its own thread. Takes @p fd in every case.
+ * @return 0; -EMFILE-like errors when the connection was refused. */
+int nbdb_conn_start(struct nbdb_server *s, int fd, const char *peer);
+
+/* Requests in flight over all connections (taken but not yet answered). */
+unsigned nbdb_server_busy(struct nbdb_server *s);
+/* shutdown(2) every connection's socket with @p how (SHUT_RD wakes readers
+ * with end-of-stream; SHUT_RDWR also fails blocked writers). */
+void nbdb_server_shutdown_conns(struct nbdb_server *s, int how);
+/* Wait until every connection ended; @return remaining count on timeout. */
+unsigned nbdb_server_wait_idle(struct nbdb_server *s, unsigned timeout_ms);
+
+/* ---- handshake (nbd_handshake.c) ----------------------------------- */
+
+/* Outcome of the handshake. */
+enum nbdb_hs_result {
+	NBDB_HS_TRANSMIT = 0, /* enter the transmission phase */
+	NBDB_HS_CLOSE = 1,    /* close quietly (ABORT, end of stream) */
+	NBDB_HS_ERROR = 2,    /* protocol violation or I/O error: drop */
+};
+
+/* Run the fixed newstyle handshake on @p fd for connection @p id. */
+enum nbdb_hs_result nbdb_handshake(int fd, const struct nbdb_export *ex,
+				   unsigned long id, const atomic_bool *stopping);
+
+/* ---- listening sockets (listen.c) ---------------------------------- */
+
+/* Listen on the unix socket @p path (mode 0600). A stale socket file (no
+ * server behind it) is replaced; a live one or another kind of file is not.
+ * @return the listening fd or -errno; @p why gets a reason on failure. */
+int nbdb_listen_unix(const char *path, char *why, size_t whylen);
+/* Listen on "HOST:PORT", "[V6]:PORT", ":PORT" or "PORT" (host 127.0.0.1).
+ * @p uri receives "nbd://HOST:PORT/" with the port actually bound.
+ * @return the listening fd or -errno; @p why gets a reason on failure. */
+int nbdb_listen_tcp(const char *hostport, char *uri, size_t urilen, char *why,
+		    size_t whylen);
+/* Check the syntax of a --tcp argument. @return 0 or -EINVAL. */
+int nbdb_parse_hostport(const char *arg, char *host, size_t hostlen, char *port,
+			size_t portlen);
+/* "nbd+unix:///?socket=PATH" with PATH percent-encoded as needed. */
+void nbdb_unix_uri(const char *path, char *uri, size_t urilen);
+/* Accept one client (CLOEXEC). For TCP, disables Nagle: replies are small
+ * and latency-bound. @return fd or -errno; @p peer describes the client. */
+int nbdb_accept(int lfd, bool tcp, char *peer, size_t peerlen);
+
+/* ---- control socket (control.c) ------------------------------------ */
+
+/* Serve one client of the control socket: read one line ("status text" or
+ * "status json"), answer, close. Bounded by short socket timeouts. */
+void nbdb_control_serve(int lfd, struct brmr_dev *dev);
+
+/* ---- errors --------------------------------------------------------- */
+
+/* Map a negative errno of libbrmr to an NBD error value. */
+uint32_t nbdb_errno_to_nbd(int err);
+
+#endif /* NBD_BRMR_NBDB_H */
