@@ -47,21 +47,31 @@ struct meta_v1 {
 _Static_assert(sizeof(struct meta_v1) == 32, "meta blob size");
 #define META_MAX (4u << 20)
 
-enum send_kind { SEND_REQ = 1, SEND_CTRL = 2 };
+enum send_kind { SEND_ANSWER = 1, SEND_CTRL = 2 };
 
 struct srv_session;
 
 struct srv_req {
 	struct rmr_store_io io;      /* handed to the store; first for container_of */
-	uint8_t kind;                /* SEND_REQ: send op_ctx points here */
 	struct srv_session *sess;
 	void *buf, *rx;              /* the receive buffer it arrived in */
 	unsigned type;               /* request message type */
 	uint32_t slot, seq;
 	int status;
-	bool busy;                   /* between arrival and answer sent */
+	bool busy;                   /* between arrival and answer handed to the transport */
 	bool in_store;               /* the store has it */
 	struct srv_req *done_next;   /* completions from other threads */
+};
+
+/*
+ * An answer on its way out, holding the receive buffer it is sent from. Kept
+ * apart from the request slot: the client may reuse the slot as soon as it
+ * got the answer, which can be before our send completion is reaped.
+ */
+struct srv_answer {
+	uint8_t kind;                /* SEND_ANSWER: send op_ctx points here */
+	void *rx;
+	struct srv_answer *next_free;
 };
 
 struct srv_ctrl {
@@ -96,6 +106,9 @@ struct srv_session {
 	unsigned in_store;
 	struct srv_req *reqs;        /* qd request slots */
 	struct srv_req *map_reqs;    /* qd MAP_ADD slots (same index as the write) */
+	struct srv_answer *answers;  /* n_answers, one per send the transport may hold */
+	struct srv_answer *free_answers;
+	uint32_t n_answers;
 	struct srv_ctrl hello_rsp, heartbeat;
 };
 
@@ -196,12 +209,16 @@ static void session_free(struct srv_session *sess)
 {
 	struct rmr_server *s = sess->srv;
 
+	/* Requests are out of the store here; answers in flight are abandoned. */
 	for (uint32_t i = 0; sess->reqs && i < sess->qd; i++) {
 		if (sess->reqs[i].rx)
 			s->tops->recv_release(s->tp, sess->conn, sess->reqs[i].rx);
 		if (sess->map_reqs[i].rx)
 			s->tops->recv_release(s->tp, sess->conn, sess->map_reqs[i].rx);
 	}
+	for (uint32_t i = 0; i < sess->n_answers; i++)
+		if (sess->answers[i].rx)
+			s->tops->recv_release(s->tp, sess->conn, sess->answers[i].rx);
 	if (sess->conn)
 		s->tops->close(s->tp, sess->conn);
 	if (sess->prev)
@@ -213,6 +230,7 @@ static void session_free(struct srv_session *sess)
 	s->nsessions--;
 	free(sess->reqs);
 	free(sess->map_reqs);
+	free(sess->answers);
 	free(sess);
 }
 
@@ -318,13 +336,18 @@ static void on_hello(struct srv_session *sess, const rmr_uuid *uuid, const struc
 	sess->role = h.role;
 	sess->reqs = calloc(sess->qd, sizeof(*sess->reqs));
 	sess->map_reqs = calloc(sess->qd, sizeof(*sess->map_reqs));
-	if (!sess->reqs || !sess->map_reqs) {
+	sess->n_answers = s->opts.queue_depth * 2 + 8; /* the transport's tx depth */
+	sess->answers = calloc(sess->n_answers, sizeof(*sess->answers));
+	if (!sess->reqs || !sess->map_reqs || !sess->answers) {
 		session_close(sess, "out of memory");
 		return;
 	}
-	for (uint32_t i = 0; i < sess->qd; i++) {
-		sess->reqs[i].kind = sess->map_reqs[i].kind = SEND_REQ;
+	for (uint32_t i = 0; i < sess->qd; i++)
 		sess->reqs[i].sess = sess->map_reqs[i].sess = sess;
+	for (uint32_t i = 0; i < sess->n_answers; i++) {
+		sess->answers[i].kind = SEND_ANSWER;
+		sess->answers[i].next_free = sess->free_answers;
+		sess->free_answers = &sess->answers[i];
 	}
 	sess->pool = p;
 	memset(&rsp, 0, sizeof(rsp));
@@ -363,10 +386,28 @@ static void req_answer(struct srv_req *req, unsigned type, int status, uint32_t 
 		.payload_len = status == 0 ? payload_len : 0,
 		.status = status,
 	};
+	struct srv_answer *a = sess->free_answers;
+	void *rx = req->rx;
 
+	/* The answer takes the receive buffer over; the slot is free again. */
+	req->busy = false;
+	req->rx = NULL;
+	if (!a) {
+		/* More answers in flight than the transport may hold: a broken peer. */
+		sess->srv->tops->recv_release(sess->srv->tp, sess->conn, rx);
+		session_close(sess, "too many answers in flight");
+		return;
+	}
+	sess->free_answers = a->next_free;
+	a->rx = rx;
 	rmr_wire_encode(req->buf, &msg);
-	if (session_send(sess, req->buf, HDR_LEN + msg.payload_len, &req->kind) < 0)
+	if (session_send(sess, req->buf, HDR_LEN + msg.payload_len, &a->kind) < 0) {
+		a->rx = NULL;
+		a->next_free = sess->free_answers;
+		sess->free_answers = a;
+		sess->srv->tops->recv_release(sess->srv->tp, sess->conn, rx);
 		session_close(sess, "send failed");
+	}
 }
 
 static void req_done(struct srv_req *req)
@@ -594,11 +635,12 @@ static void ev_send_done(void *ev_ctx, void *conn_ctx, void *op_ctx, int status)
 			return;
 		}
 	} else {
-		struct srv_req *req = rmr_container_of(op_ctx, struct srv_req, kind);
+		struct srv_answer *a = rmr_container_of(op_ctx, struct srv_answer, kind);
 
-		req->busy = false;
-		s->tops->recv_release(s->tp, sess->conn, req->rx);
-		req->rx = NULL;
+		s->tops->recv_release(s->tp, sess->conn, a->rx);
+		a->rx = NULL;
+		a->next_free = sess->free_answers;
+		sess->free_answers = a;
 	}
 	if (status < 0)
 		session_close(sess, "send failed");
