@@ -13,9 +13,9 @@
 #include "brmr_internal.h"
 #include "crc32c.h"
 #include "store.h"
+#include <rmr/brmr.h>
 #include "superblock.h"
 
-#include <rmr/brmr_pool.h>
 
 #include <errno.h>
 #include <fcntl.h>

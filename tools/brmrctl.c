@@ -11,7 +11,6 @@
  * runtime errors.
  */
 #include <rmr/brmr.h>
-#include <rmr/brmr_pool.h>
 
 #include <errno.h>
 #include <getopt.h>

@@ -114,14 +114,52 @@ struct brmr_format_params {
 
 /**
  * Format the store at @p path (a file, created sparse if missing, or a block
- * device). Refuses to overwrite a store that already has a valid brmr
- * superblock unless @c force is set.
+ * device) for a pool whose member list is not recorded (the store then knows
+ * only itself; see brmr_store_format_pool()). Without @c force, a target
+ * whose first MiB is not all zero (a brmr superblock, a file system label,
+ * anything) is refused.
  *
- * @return 0; -EINVAL for bad parameters; -EEXIST if a superblock is there
- *         and @c force is not set; -ENOSPC if a block device is too small;
- *         -errno from the system.
+ * @return 0; -EINVAL for bad parameters; -EEXIST if the target holds data
+ *         and @c force is not set; -EBUSY if a brmr-server is serving it;
+ *         -ENOSPC if a block device is too small; -errno from the system.
  */
 int brmr_store_format(const char *path, const struct brmr_format_params *p);
+
+/** One member of a pool, as listed in every member's superblock. */
+struct brmr_member {
+	uint16_t id;                 /**< 1..RMR_MAX_MEMBER_ID, unique in the pool */
+	char addr[RMR_ADDR_MAX + 1]; /**< where its brmr-server listens; printable, no spaces */
+};
+
+/** brmr_store_format_pool() flags. */
+enum brmr_format_flags {
+	/** Check everything (parameters, the target, its size) but write nothing. */
+	BRMR_FORMAT_CHECK_ONLY = 1 << 0,
+};
+
+/**
+ * brmr_store_format() with the pool's member list: @p members (@p nmembers
+ * entries, at most RMR_MAX_MEMBERS; may be 0) must include @c p->member_id.
+ * Without @c force, a target whose first MiB is not all zero (a brmr
+ * superblock or anything else) is refused. The data area of the new store
+ * reads as zeroes, so members formatted together start identical.
+ * @p why receives a one-line reason on failure (may be NULL).
+ *
+ * @return 0; -EINVAL for bad parameters or flags; -EEXIST if the target
+ *         holds a superblock or other data and @c force is not set; -EBUSY
+ *         if a brmr-server is serving it; -ENOSPC if a block device is too
+ *         small; -errno from the system.
+ */
+int brmr_store_format_pool(const char *path, const struct brmr_format_params *p,
+			   const struct brmr_member *members, unsigned nmembers,
+			   unsigned flags, char *why, size_t whylen);
+
+/**
+ * Copy the member list of an open store into @p out (room for @p cap).
+ * @return the number of members listed (may exceed @p cap; 0 if the store
+ *         was formatted without a list).
+ */
+int brmr_store_members(struct brmr_store *s, struct brmr_member *out, unsigned cap);
 
 /** Identity and geometry read from a store's superblock. */
 struct brmr_store_info {
@@ -155,8 +193,12 @@ void brmr_store_close(struct brmr_store *s);
 int brmr_store_info(struct brmr_store *s, struct brmr_store_info *info);
 
 /**
- * Serve @p s as a member of its pool on @p srv.
- * @return 0 and the pool in @p out, or an error of rmr_server_add_pool().
+ * Serve @p s as a member of its pool on @p srv. The pool's member set
+ * (rmr_pool_params.members_mask) comes from the superblock's member list.
+ * Takes an exclusive lock on the store: one server per store.
+ * @return 0 and the pool in @p out; -EBUSY if another process serves the
+ *         store; -EROFS if it was opened read-only; an error of
+ *         rmr_server_add_pool().
  */
 int brmr_store_serve(struct brmr_store *s, struct rmr_server *srv,
 		     struct rmr_server_pool **out);

@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include <rmr/brmr.h>
-#include <rmr/brmr_pool.h>
 
 #include "crc32c.h"
 #include "store.h"
