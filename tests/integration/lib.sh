@@ -1,0 +1,192 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# shellcheck shell=bash
+#
+# Shared helpers of the integration tests. Source it first thing:
+#   . "$(dirname "$0")/lib.sh"
+# It sets BUILD_DIR, SRC_DIR, POOL (scripts/local-pool) and WORK (a private
+# directory), and installs an EXIT trap that takes the pool down and removes
+# WORK, on success and on failure alike. Exit 77 means "skipped".
+
+set -euo pipefail
+
+SRC_DIR=${SRC_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+BUILD_DIR=${BUILD_DIR:-$SRC_DIR/build}
+POOL=$SRC_DIR/scripts/local-pool
+TEST=$(basename "$0" .sh)
+# Debian's interpreter has the nbd module; a pyenv python3 first in PATH has not.
+PY=/usr/bin/python3
+[[ -x $PY ]] || PY=python3
+export BUILD_DIR SRC_DIR
+
+T0=$SECONDS
+PDIR=""
+KEEP=${KEEP:-}
+
+log() { printf '[%s +%ds] %s\n' "$TEST" $((SECONDS - T0)) "$*"; }
+fail() {
+	printf '[%s +%ds] FAIL: %s\n' "$TEST" $((SECONDS - T0)) "$*" >&2
+	exit 1
+}
+skip() {
+	printf '[%s] SKIP: %s\n' "$TEST" "$*"
+	exit 77
+}
+
+# need TOOL...: skip the test when a client tool is truly missing.
+need() {
+	local t
+	for t in "$@"; do
+		command -v "$t" >/dev/null 2>&1 || skip "$t is not installed"
+	done
+}
+
+need_bins() {
+	local b
+	for b in tools/brmrctl tools/brmr-server examples/nbd-brmr/nbd-brmr; do
+		[[ -x $BUILD_DIR/$b ]] || fail "$BUILD_DIR/$b was not built"
+	done
+	BRMRCTL=$BUILD_DIR/tools/brmrctl
+	# shellcheck disable=SC2034 # used by the tests that source this file
+	SERVER=$BUILD_DIR/tools/brmr-server
+	# shellcheck disable=SC2034
+	CLIENT=$BUILD_DIR/examples/nbd-brmr/nbd-brmr
+}
+
+# wait_for TIMEOUT_SEC CMD...: poll CMD every 0.1 s until it succeeds;
+# non-zero after the timeout.
+wait_for() {
+	local timeout=$1 end
+	shift
+	end=$((SECONDS + timeout))
+	while ! "$@"; do
+		((SECONDS < end)) || return 1
+		sleep 0.1
+	done
+}
+
+pid_alive() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	stat=${stat##*) }
+	[[ ${stat%% *} != [ZX] ]]
+}
+
+cleanup() {
+	local rc=$? j
+	trap - EXIT
+	# Background clients (fio, nbdsh) of this test first.
+	for j in $(jobs -p); do
+		kill "$j" 2>/dev/null || true
+	done
+	if [[ -n $PDIR && -d $PDIR ]]; then
+		if ((rc != 0 && rc != 77)); then
+			log "failed (exit $rc); status and log tails of $PDIR:"
+			"$POOL" status --dir "$PDIR" 2>&1 | sed 's/^/    /' || true
+			for f in "$PDIR"/*.log; do
+				[[ -s $f ]] || continue
+				echo "---- $f"
+				tail -n 30 "$f"
+			done
+		fi
+		"$POOL" down --dir "$PDIR" || true
+	fi
+	if [[ -n $KEEP ]]; then
+		log "KEEP set: leaving $WORK"
+	else
+		rm -rf -- "$WORK"
+	fi
+	exit "$rc"
+}
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/brmr-it-$TEST.XXXXXX")
+trap cleanup EXIT
+# Clients drop files in the working directory (fio's verify state): keep
+# them in WORK.
+cd "$WORK"
+trap 'exit 143' TERM
+trap 'exit 130' INT
+
+# pool_up ARGS...: local-pool up in $WORK/pool; sets PDIR and URI.
+pool_up() {
+	local out
+	PDIR=$WORK/pool
+	out=$("$POOL" up --dir "$PDIR" --build "$BUILD_DIR" "$@") || fail "local-pool up $* failed"
+	URI=$(sed -n 's/^NBD_URI=//p' <<<"$out")
+	[[ -n $URI ]] || fail "local-pool up printed no NBD_URI: $out"
+	log "pool up: $* -> $URI"
+}
+
+nbdsh() { PATH=/usr/bin:$PATH command nbdsh "$@"; }
+
+# md5 of LEN bytes at OFF of the export.
+nbd_md5() {
+	local off=$1 len=$2
+	nbdsh -u "$URI" -c "
+import hashlib
+m = hashlib.md5()
+pos, end = $off, $off + $len
+while pos < end:
+    n = min(8 << 20, end - pos)
+    m.update(h.pread(n, pos))
+    pos += n
+print(m.hexdigest())
+"
+}
+
+# Random file of SIZE MiB.
+random_file() {
+	head -c "$(($2 << 20))" /dev/urandom >"$1"
+}
+
+# nbdcopy FILE in, back out, and compare byte for byte.
+nbdcopy_roundtrip() {
+	local f=$1 back=$WORK/back.$RANDOM
+	nbdcopy --flush "$f" "$URI" || fail "nbdcopy $f -> $URI failed"
+	nbdcopy "$URI" "$back" || fail "nbdcopy $URI -> $back failed"
+	# The export is larger than the file: compare the file's length only.
+	cmp -n "$(stat -c %s "$f")" "$f" "$back" || fail "data read back differs from $f"
+	rm -f "$back"
+}
+
+# fio_check JSON: fio's JSON must show no job error.
+fio_check() {
+	"$PY" - "$1" <<'EOF'
+import json, sys
+text = open(sys.argv[1]).read()
+doc = json.loads(text[text.index("{"):])
+bad = 0
+for j in doc.get("jobs", []):
+    err = j.get("error", 0)
+    w, r = j.get("write", {}), j.get("read", {})
+    print("fio job %s: error=%s write %d ios %.0f IOPS, read %d ios %.0f IOPS"
+          % (j.get("jobname"), err, w.get("total_ios", 0), w.get("iops", 0),
+             r.get("total_ios", 0), r.get("iops", 0)))
+    if err:
+        bad = 1
+sys.exit(bad)
+EOF
+}
+
+# member_state ID: the client's view of member ID ("normal", "failed", ...).
+member_state() {
+	"$BRMRCTL" status --socket "$PDIR/client.ctl" --json | "$PY" -c '
+import json, sys
+doc = json.load(sys.stdin)
+def find(o):
+    if isinstance(o, dict):
+        if isinstance(o.get("members"), list):
+            return o["members"]
+        for v in o.values():
+            r = find(v)
+            if r is not None:
+                return r
+    elif isinstance(o, list):
+        for v in o:
+            r = find(v)
+            if r is not None:
+                return r
+for m in find(doc) or []:
+    if str(m.get("id")) == sys.argv[1]:
+        print(m.get("state"))
+' "$1"
+}

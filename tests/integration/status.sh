@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# status: brmrctl status (text and JSON) against the client's and the
+# members' control sockets; brmrctl inspect; bad command lines of brmrctl,
+# brmr-server and nbd-brmr give a short error and a non-zero exit; an
+# unreachable control socket gives a non-zero exit.
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+need timeout
+need_bins
+
+pool_up --members 2 --size 128M --name stat0
+
+valid_json() { "$PY" -c 'import json,sys; json.load(sys.stdin)'; }
+
+for sock in client.ctl m1.ctl m2.ctl; do
+	log "brmrctl status --socket $sock (text, then --json)"
+	out=$(timeout 10 "$BRMRCTL" status --socket "$PDIR/$sock") ||
+		fail "brmrctl status --socket $sock failed"
+	[[ -n $out ]] || fail "brmrctl status --socket $sock printed nothing"
+	grep -q stat0 <<<"$out" || fail "status of $sock does not name the pool: $out"
+	printf '%s\n' "$out" | sed 's/^/    /'
+	json=$(timeout 10 "$BRMRCTL" status --socket "$PDIR/$sock" --json) ||
+		fail "brmrctl status --socket $sock --json failed"
+	valid_json <<<"$json" || fail "status --json of $sock is not valid JSON: $json"
+	grep -q '"stat0"' <<<"$json" || fail "JSON status of $sock does not name the pool: $json"
+done
+out=$(timeout 10 "$BRMRCTL" status --socket "$PDIR/client.ctl")
+[[ $(grep -c normal <<<"$out") -ge 2 ]] || fail "client status does not show 2 normal members: $out"
+for id in 1 2; do
+	[[ $(member_state "$id") == normal ]] || fail "member $id is '$(member_state "$id")' in JSON"
+done
+
+log "pid files match the started processes"
+for id in 1 2; do
+	[[ $(cat "$PDIR/m$id.pidfile") == "$(cat "$PDIR/m$id.pid")" ]] ||
+		fail "member $id: --pid-file holds $(cat "$PDIR/m$id.pidfile"), process is $(cat "$PDIR/m$id.pid")"
+done
+[[ $(cat "$PDIR/client.pidfile") == "$(cat "$PDIR/client.pid")" ]] ||
+	fail "nbd-brmr: --pid-file holds $(cat "$PDIR/client.pidfile"), process is $(cat "$PDIR/client.pid")"
+
+log "local-pool status, text and JSON"
+"$POOL" status --dir "$PDIR" >"$WORK/lp.txt" || fail "local-pool status failed"
+"$POOL" status --dir "$PDIR" --json | valid_json || fail "local-pool status --json is not valid JSON"
+
+log "brmrctl inspect of a store, text and JSON"
+timeout 10 "$BRMRCTL" inspect --store "$PDIR/m1.store" >"$WORK/inspect.txt" ||
+	fail "brmrctl inspect failed"
+timeout 10 "$BRMRCTL" inspect --store "$PDIR/m1.store" --json | "$PY" -c '
+import json, sys
+d = json.load(sys.stdin)
+s = json.dumps(d)
+assert "data_offset" in s, "no data_offset in inspect --json"
+' || fail "brmrctl inspect --json is not valid or has no data_offset"
+
+# expect_error DESC CMD...: non-zero exit (not a crash, not a timeout) and
+# a one-line error on stderr (a second line may only point at --help).
+expect_error() {
+	local desc=$1 rc=0 lines
+	shift
+	timeout 10 "$@" >"$WORK/out" 2>"$WORK/err" </dev/null || rc=$?
+	((rc != 0)) || fail "$desc: exit status 0 for: $*"
+	((rc != 124)) || fail "$desc: still running after 10 s: $*"
+	((rc < 128)) || fail "$desc: killed by signal $((rc - 128)): $*"
+	lines=$(grep -c . "$WORK/err" || true)
+	((lines >= 1)) || fail "$desc: no error message on stderr: $*"
+	if ((lines > 2)) || { ((lines == 2)) && ! sed -n 2p "$WORK/err" | grep -qi help; }; then
+		fail "$desc: error is not one line: $* -> $(cat "$WORK/err")"
+	fi
+	log "  ok ($rc): $desc: $(head -n1 "$WORK/err")"
+}
+
+# expect_usage DESC CMD...: no arguments at all may print the whole usage,
+# but on stderr and with a non-zero exit.
+expect_usage() {
+	local desc=$1 rc=0
+	shift
+	timeout 10 "$@" >"$WORK/out" 2>"$WORK/err" </dev/null || rc=$?
+	((rc != 0 && rc != 124 && rc < 128)) || fail "$desc: exit status $rc for: $*"
+	[[ -s $WORK/err ]] || fail "$desc: nothing on stderr: $*"
+	log "  ok ($rc): $desc: $(head -n1 "$WORK/err")"
+}
+
+log "bad command lines"
+expect_usage "brmrctl without a command" "$BRMRCTL"
+expect_usage "brmr-server without arguments" "$SERVER"
+expect_usage "nbd-brmr without arguments" "$CLIENT"
+expect_error "brmrctl unknown command" "$BRMRCTL" frobnicate
+expect_error "brmrctl status without --socket" "$BRMRCTL" status
+expect_error "brmrctl status unknown option" "$BRMRCTL" status --socket "$PDIR/client.ctl" --bogus
+expect_error "brmrctl create without --size" "$BRMRCTL" create --name x --member "1,127.0.0.1:1,$WORK/x1"
+expect_error "brmrctl create bad size" "$BRMRCTL" create --name x --size lots --member "1,127.0.0.1:1,$WORK/x1"
+expect_error "brmrctl create bad member" "$BRMRCTL" create --name x --size 64M --member "nonsense"
+expect_error "brmrctl create member id 0" "$BRMRCTL" create --name x --size 64M --member "0,127.0.0.1:1,$WORK/x1"
+expect_error "brmrctl create chunk not a power of two" "$BRMRCTL" create --name x --size 64M --chunk 300000 --member "1,127.0.0.1:1,$WORK/x1"
+expect_error "brmrctl create over an existing store without --force" "$BRMRCTL" create --name stat0 --size 128M --member "1,127.0.0.1:1,$PDIR/m1.store"
+"$BRMRCTL" create --name other --size 64M --member "1,127.0.0.1:1,$WORK/o1.store" >/dev/null ||
+	fail "brmrctl create of a scratch store failed"
+expect_error "brmrctl create over an idle store without --force" "$BRMRCTL" create --name other2 --size 64M --member "1,127.0.0.1:1,$WORK/o1.store"
+"$BRMRCTL" inspect --store "$WORK/o1.store" | grep -q other || fail "the idle store was overwritten without --force"
+expect_error "brmrctl inspect of a missing store" "$BRMRCTL" inspect --store "$WORK/none.store"
+head -c 1M /dev/urandom >"$WORK/junk.store"
+expect_error "brmrctl inspect of a junk file" "$BRMRCTL" inspect --store "$WORK/junk.store"
+expect_error "brmr-server unknown option" "$SERVER" --bogus
+expect_error "brmr-server missing store" "$SERVER" --listen 127.0.0.1:0 --store "$WORK/none.store"
+expect_error "brmr-server junk store" "$SERVER" --listen 127.0.0.1:0 --store "$WORK/junk.store"
+expect_error "brmr-server bad provider" "$SERVER" --listen 127.0.0.1:0 --store "$PDIR/m1.store" --provider nosuch
+expect_error "nbd-brmr unknown option" "$CLIENT" --bogus
+expect_error "nbd-brmr without --member" "$CLIENT" --pool stat0 --socket "$WORK/n.sock"
+expect_error "nbd-brmr bad provider" "$CLIENT" --pool stat0 --member 127.0.0.1:1 --provider nosuch --socket "$WORK/n.sock"
+expect_error "nbd-brmr bad --tcp address" "$CLIENT" --pool stat0 --member 127.0.0.1:1 --tcp "not-an-address"
+
+log "unreachable control sockets"
+expect_error "status of a missing socket" "$BRMRCTL" status --socket "$WORK/none.ctl"
+: >"$WORK/plain.ctl"
+expect_error "status of a regular file" "$BRMRCTL" status --socket "$WORK/plain.ctl"
+"$PY" -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1])
+s.close()
+' "$WORK/dead.ctl"
+expect_error "status of a socket nobody listens on" "$BRMRCTL" status --socket "$WORK/dead.ctl"
+
+log "the pool is still fine"
+"$POOL" wait --dir "$PDIR" --state normal --timeout 5 || fail "members not normal at the end"
+log "PASS"
