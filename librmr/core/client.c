@@ -133,6 +133,10 @@ static void member_drop_conn(struct member *m)
 	struct rmr_client *c = m->c;
 
 	if (m->conn) {
+		/* The transport wants its buffers back before the close. */
+		if (m->rx_lent)
+			c->tops->recv_release(c->tp, m->conn, m->rx_lent);
+		m->rx_lent = NULL;
 		c->tops->close(c->tp, m->conn);
 		m->conn = NULL;
 	}
@@ -316,6 +320,16 @@ static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
 		member_admit(m);
 }
 
+/* Give back the buffer being handled, unless closing the session already did. */
+static void release_rx(struct member *m)
+{
+	struct rmr_client *c = m->c;
+
+	if (m->rx_lent && m->conn)
+		c->tops->recv_release(c->tp, m->conn, m->rx_lent);
+	m->rx_lent = NULL;
+}
+
 static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *rx)
 {
 	struct rmr_client *c = ev_ctx;
@@ -324,6 +338,7 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 	char why[128];
 	int ret;
 
+	m->rx_lent = rx;
 	m->last_rx = loop_now(c->loop);
 	ret = rmr_wire_decode(buf, len, &msg, why, sizeof(why));
 	if (ret == 0 && msg.sender_id != m->id && m->hello_done) {
@@ -332,10 +347,10 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 		ret = -EBADMSG;
 	}
 	if (ret < 0) {
-		c->tops->recv_release(c->tp, m->conn, rx);
 		log_err("pool=%s member=%u addr=%s: malformed message: %s", c->name, m->id,
 			m->addr, why);
 		member_fail(m, "malformed message");
+		release_rx(m);
 		return;
 	}
 
@@ -353,23 +368,18 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 			client_io_on_response(c, m, &msg);
 		break;
 	case RMR_MSG_GOODBYE:
-		if (m->conn)
-			c->tops->recv_release(c->tp, m->conn, rx);
 		member_fail(m, "member said goodbye");
-		return;
+		break;
 	case RMR_MSG_HELLO:
 	case RMR_MSG_READ:
 	case RMR_MSG_WRITE:
 	case RMR_MSG_MAP_ADD:
-		if (m->conn)
-			c->tops->recv_release(c->tp, m->conn, rx);
 		log_err("pool=%s member=%u: unexpected %s from a member", c->name, m->id,
 			rmr_msg_type_name(msg.type));
 		member_fail(m, "protocol violation");
-		return;
+		break;
 	}
-	if (m->conn)
-		c->tops->recv_release(c->tp, m->conn, rx);
+	release_rx(m);
 }
 
 static void ev_connected(void *ev_ctx, void *conn_ctx, int status)

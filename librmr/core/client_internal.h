@@ -80,6 +80,7 @@ struct member {
 	char reason[64];
 	uint16_t id;                 /* 0 until the first hello */
 	struct rmr_conn *conn;
+	void *rx_lent;               /* receive buffer being handled (released before close) */
 	bool connected;              /* transport up */
 	bool hello_done;
 	bool resolved;               /* open: answered or failed at least once */

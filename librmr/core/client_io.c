@@ -23,6 +23,12 @@ static inline uint64_t bit(unsigned n)
 	return 1ull << n;
 }
 
+/* Members to walk; the bound also tells the compiler that legs[] is never overrun. */
+static inline unsigned nmem(const struct rmr_client *c)
+{
+	return c->nmembers < RMR_MAX_MEMBERS ? c->nmembers : RMR_MAX_MEMBERS;
+}
+
 static struct slot *leg_slot(struct member *m, struct leg *leg)
 {
 	return rmr_container_of(leg - m->index, struct slot, legs[0]);
@@ -48,7 +54,7 @@ static uint64_t normal_ids(struct rmr_client *c)
 {
 	uint64_t ids = 0;
 
-	for (unsigned i = 0; i < c->nmembers; i++)
+	for (unsigned i = 0; i < nmem(c); i++)
 		if (c->members[i].state == RMR_MEMBER_NORMAL)
 			ids |= bit(c->members[i].id);
 	return ids;
@@ -234,7 +240,7 @@ static void dispatch_write(struct rmr_client *c, struct slot *s)
 	/* Every member of the pool that is not NORMAL misses this write. */
 	s->missed_ids = c->members_ids & ~normal;
 	c->missed_ids |= s->missed_ids;
-	for (unsigned i = 0; i < c->nmembers; i++) {
+	for (unsigned i = 0; i < nmem(c); i++) {
 		struct member *m = &c->members[i];
 		int ret;
 
@@ -244,7 +250,7 @@ static void dispatch_write(struct rmr_client *c, struct slot *s)
 		if (ret < 0)
 			failed |= bit(i);
 	}
-	for (unsigned i = 0; i < c->nmembers; i++)
+	for (unsigned i = 0; i < nmem(c); i++)
 		if (failed & bit(i))
 			member_fail(&c->members[i], "send failed");
 	if (!s->legs_mask) {
@@ -359,7 +365,7 @@ static void start_map_add(struct rmr_client *c, struct slot *s, uint64_t new_mis
 	s->missed_ids |= new_missed;
 	c->missed_ids |= new_missed;
 	s->legs_mask = 0;
-	for (unsigned i = 0; i < c->nmembers; i++) {
+	for (unsigned i = 0; i < nmem(c); i++) {
 		struct member *m = &c->members[i];
 
 		if (!(s->ok_mask & bit(i)) || m->state != RMR_MEMBER_NORMAL)
@@ -378,7 +384,7 @@ static void finish_write_phase(struct rmr_client *c, struct slot *s)
 	unsigned nok = 0;
 	int req_err = 0;
 
-	for (unsigned i = 0; i < c->nmembers; i++) {
+	for (unsigned i = 0; i < nmem(c); i++) {
 		struct leg *leg = &s->legs[i];
 		struct member *m = &c->members[i];
 
@@ -418,12 +424,12 @@ static void finish_write_phase(struct rmr_client *c, struct slot *s)
 /* Called whenever a leg changed; completes the phase once nothing is pending. */
 static void slot_progress(struct rmr_client *c, struct slot *s)
 {
-	for (unsigned i = 0; i < c->nmembers; i++)
+	for (unsigned i = 0; i < nmem(c); i++)
 		if ((s->legs_mask & bit(i)) && (s->legs[i].sending || s->legs[i].waiting))
 			return;
 
 	if (s->io.kind == RMR_IO_READ) {
-		for (unsigned i = 0; i < c->nmembers; i++) {
+		for (unsigned i = 0; i < nmem(c); i++) {
 			if (!(s->legs_mask & bit(i)))
 				continue;
 			if (s->legs[i].status == 0) {
@@ -528,7 +534,7 @@ void client_io_check_deadlines(struct rmr_client *c, uint64_t now)
 
 		if (s->phase != SLOT_SENT && s->phase != SLOT_MAP_ADD)
 			continue;
-		for (unsigned i = 0; i < c->nmembers; i++) {
+		for (unsigned i = 0; i < nmem(c); i++) {
 			struct leg *leg = &s->legs[i];
 
 			if ((s->legs_mask & bit(i)) && leg->waiting && now > leg->deadline) {
