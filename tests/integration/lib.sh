@@ -89,6 +89,14 @@ cleanup() {
 			done
 		fi
 		"$POOL" down --dir "$PDIR" || true
+		# In a sanitizer build, a report from any process fails the test.
+		if grep -l -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' \
+			"$PDIR"/*.log >/dev/null 2>&1; then
+			log "sanitizer reports in $PDIR:"
+			grep -h -A12 -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$PDIR"/*.log |
+				head -n 60 | sed 's/^/    /'
+			((rc != 0 && rc != 77)) || rc=1
+		fi
 	fi
 	if [[ -n $KEEP ]]; then
 		log "KEEP set: leaving $WORK"
