@@ -63,18 +63,6 @@ struct brmr_store {
 	pthread_t workers[STORE_WORKERS];
 };
 
-static int __attribute__((format(printf, 4, 5)))
-fail(int err, char *why, size_t whylen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why && whylen) {
-		va_start(ap, fmt);
-		vsnprintf(why, whylen, fmt, ap);
-		va_end(ap);
-	}
-	return err;
-}
 
 /* --- plain I/O helpers ------------------------------------------------------ */
 

@@ -8,6 +8,7 @@
  * code compute a wrong offset, and a later format version can give reserved
  * bytes a meaning.
  */
+#include "brmr_internal.h"
 #include "superblock.h"
 
 #include "crc32c.h"
@@ -19,19 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Format a one-line reason into @p why (which may be NULL) and return @p err. */
-static int __attribute__((format(printf, 4, 5)))
-fail(int err, char *why, size_t whylen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why && whylen) {
-		va_start(ap, fmt);
-		vsnprintf(why, whylen, fmt, ap);
-		va_end(ap);
-	}
-	return err;
-}
 
 static bool all_zero(const void *p, size_t len)
 {
