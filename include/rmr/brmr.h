@@ -97,8 +97,9 @@ int brmr_submit(struct brmr_dev *d, enum brmr_op op, unsigned flags, uint64_t of
 /** A member's backing store. */
 struct brmr_store;
 
-/** Smallest and largest chunk sizes. */
+/** Smallest chunk size of a block pool. */
 #define BRMR_CHUNK_MIN (128u * 1024)
+/** Largest chunk size of a block pool. */
 #define BRMR_CHUNK_MAX (1024u * 1024)
 
 /** What brmr_store_format() writes. */
@@ -164,12 +165,12 @@ int brmr_store_members(struct brmr_store *s, struct brmr_member *out, unsigned c
 /** Identity and geometry read from a store's superblock. */
 struct brmr_store_info {
 	size_t size;                  /**< sizeof(struct brmr_store_info) */
-	char pool_name[RMR_NAME_MAX + 1];
-	rmr_uuid pool_uuid;
-	uint64_t pool_size;
-	uint32_t chunk_size;
-	uint16_t member_id;
-	uint32_t format_version;
+	char pool_name[RMR_NAME_MAX + 1]; /**< pool name */
+	rmr_uuid pool_uuid;           /**< pool UUID */
+	uint64_t pool_size;           /**< bytes in the pool's address space */
+	uint32_t chunk_size;          /**< bytes per chunk */
+	uint16_t member_id;           /**< this store's member id */
+	uint32_t format_version;      /**< on-disk format version */
 	uint64_t data_offset;         /**< byte offset of the data area */
 	uint64_t meta_offset;         /**< byte offset of the metadata area */
 	uint64_t meta_size;           /**< bytes in the metadata area */

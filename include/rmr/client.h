@@ -117,8 +117,8 @@ int rmr_client_submit(struct rmr_client *c, const struct rmr_io *io, unsigned fl
 /** What the members told about the pool. */
 struct rmr_pool_info {
 	size_t size;                 /**< sizeof(struct rmr_pool_info) */
-	char name[RMR_NAME_MAX + 1];
-	rmr_uuid uuid;
+	char name[RMR_NAME_MAX + 1]; /**< pool name */
+	rmr_uuid uuid;               /**< pool UUID */
 	uint64_t pool_size;          /**< bytes */
 	uint32_t chunk_size;         /**< bytes, a power of two */
 	uint32_t max_io_size;        /**< largest request the pool accepts */

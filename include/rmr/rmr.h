@@ -38,7 +38,7 @@ extern "C" {
 
 /** A pool UUID (RFC 4122 layout, random version 4). */
 typedef struct rmr_uuid {
-	uint8_t b[RMR_UUID_LEN];
+	uint8_t b[RMR_UUID_LEN]; /**< the 16 bytes, in text order */
 } rmr_uuid;
 
 /**
@@ -54,10 +54,12 @@ typedef struct rmr_uuid {
 
 /** Member session states; see #RMR_MEMBER_STATES. */
 enum rmr_member_state {
+/** @cond INTERNAL */
 #define RMR_X_ENUM(name, str) RMR_MEMBER_##name,
 	RMR_MEMBER_STATES(RMR_X_ENUM)
 #undef RMR_X_ENUM
-	RMR_MEMBER_STATE_COUNT
+/** @endcond */
+	RMR_MEMBER_STATE_COUNT /**< number of states */
 };
 
 /**
@@ -116,8 +118,10 @@ struct rmr_member_status {
 	char addr[RMR_ADDR_MAX + 1];      /**< address the client dials */
 	char reason[64];                  /**< why it entered its state */
 	uint64_t map_ver;                 /**< member's map version at hello */
-	uint64_t reads, writes;           /**< requests completed by this member */
-	uint64_t read_bytes, write_bytes; /**< I/O payload bytes moved */
+	uint64_t reads;                   /**< read requests it served */
+	uint64_t writes;                  /**< write requests it applied */
+	uint64_t read_bytes;              /**< payload bytes read from it */
+	uint64_t write_bytes;             /**< payload bytes written to it */
 	uint64_t errors;                  /**< requests that failed on it */
 	uint64_t reconnects;              /**< sessions re-established */
 	uint32_t inflight;                /**< requests awaiting its answer */
@@ -136,7 +140,7 @@ struct rmr_pool_status {
 	uint32_t inflight;            /**< slots in use */
 	uint32_t normal_members;      /**< members in NORMAL */
 	uint32_t nmembers;            /**< entries used in @c members */
-	struct rmr_member_status members[RMR_MAX_MEMBERS];
+	struct rmr_member_status members[RMR_MAX_MEMBERS]; /**< one per member, in open order */
 };
 
 /** Output formats of the status formatters. */

@@ -79,6 +79,7 @@ struct rmr_store_ops {
 
 /**
  * Report the completion of a store request.
+ * @param io the request the store got through @c io.
  * @param status 0 or a negative errno.
  */
 void rmr_store_io_done(struct rmr_store_io *io, int status);
@@ -140,16 +141,18 @@ void rmr_server_remove_pool(struct rmr_server_pool *p);
 
 /** State and counters of one served pool, part of #rmr_server_status. */
 struct rmr_server_pool_status {
-	char name[RMR_NAME_MAX + 1];
-	rmr_uuid uuid;
-	uint16_t member_id;
-	uint64_t pool_size;
-	uint32_t chunk_size;
+	char name[RMR_NAME_MAX + 1];  /**< pool name */
+	rmr_uuid uuid;                /**< pool UUID */
+	uint16_t member_id;           /**< this member's id */
+	uint64_t pool_size;           /**< bytes */
+	uint32_t chunk_size;          /**< bytes per chunk */
 	uint64_t map_ver;             /**< highest map version seen */
 	uint64_t missed_mask;         /**< members (bit n = id n) known to have missed writes */
 	uint32_t sessions;            /**< client sessions attached */
-	uint64_t reads, writes;       /**< requests applied */
-	uint64_t read_bytes, write_bytes;
+	uint64_t reads;               /**< read requests served */
+	uint64_t writes;              /**< write requests applied */
+	uint64_t read_bytes;          /**< payload bytes read */
+	uint64_t write_bytes;         /**< payload bytes written */
 	uint64_t errors;              /**< requests that failed in the store */
 	uint64_t meta_saves;          /**< metadata blobs written */
 };
@@ -157,11 +160,11 @@ struct rmr_server_pool_status {
 /** Snapshot of a server; see rmr_server_status(). */
 struct rmr_server_status {
 	size_t size;                          /**< set by the caller to sizeof(*this) */
-	char listen_addr[RMR_ADDR_MAX + 1];
+	char listen_addr[RMR_ADDR_MAX + 1];   /**< where the server listens */
 	uint32_t sessions;                    /**< sessions of all pools, plus unbound ones */
 	uint64_t rejected;                    /**< sessions refused (bad hello, malformed messages) */
 	uint32_t npools;                      /**< entries used in @c pools */
-	struct rmr_server_pool_status pools[RMR_SERVER_MAX_POOLS];
+	struct rmr_server_pool_status pools[RMR_SERVER_MAX_POOLS]; /**< one per served pool */
 };
 
 /**
