@@ -86,5 +86,6 @@ void nbdb_log_rmr_sink(void *ctx, enum rmr_log_level level, const char *msg)
 	}
 	if (l > NBDB_INFO && !log_verbose)
 		return;
-	log_line(l, msg);
+	/* librmr's lines name their pool and member already. */
+	fprintf(stderr, "nbd-brmr: %s%s\n", level_tag(l), msg);
 }
