@@ -124,7 +124,8 @@ struct rmr_pool_params {
 
 /**
  * Serve a pool from @p store. Loads the metadata blob first.
- * @return 0 and the handle in @p out; -EINVAL for bad parameters or ops;
+ * @return 0 and the handle in @p out; -EINVAL for bad parameters or ops, or
+ *         a pool of more than 2^29 chunks;
  *         -EEXIST if the server already serves a pool with that UUID or
  *         name; -ENOSPC if it serves RMR_SERVER_MAX_POOLS pools already; -EBADMSG if the metadata blob is corrupt; -errno from
  *         @c meta_load.
@@ -148,6 +149,7 @@ struct rmr_server_pool_status {
 	uint32_t chunk_size;          /**< bytes per chunk */
 	uint64_t map_ver;             /**< highest map version seen */
 	uint64_t missed_mask;         /**< members (bit n = id n) known to have missed writes */
+	uint64_t dirty_chunks[RMR_MAX_MEMBER_ID + 1]; /**< per member id: chunks it missed, as recorded here */
 	uint32_t sessions;            /**< client sessions attached */
 	uint64_t reads;               /**< read requests served */
 	uint64_t writes;              /**< write requests applied */

@@ -177,15 +177,13 @@ static int send_leg(struct rmr_client *c, struct slot *s, struct member *m, unsi
 		.seq = s->seq,
 		.map_ver = c->map_ver,
 		.addr = s->io.addr,
-		.len = type == RMR_MSG_MAP_ADD ? 0 : s->io.len,
+		.len = s->io.len,
 		.payload_len = data ? s->data_len : 0,
 		.missed = missed,
 	};
 	struct iovec iov[4] = { { .iov_base = &leg->hdr, .iov_len = sizeof(leg->hdr) } };
 	int n = 1, ret;
 
-	if (type == RMR_MSG_MAP_ADD)
-		msg.addr = 0;
 	rmr_wire_encode(&leg->hdr, &msg);
 	if (data) {
 		/* The transport takes four pieces: the header and at most three of data. */

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "compiler.h"
+#include "dirty_map.h"
 #include "log.h"
 #include "loop.h"
 #include "wire.h"
@@ -89,6 +90,13 @@ struct srv_pool {
 	void *store;
 	uint64_t map_ver;
 	uint64_t missed;
+	/*
+	 * Per member id, the chunks it missed, as this member recorded them
+	 * (only ids of the pool). Kept in memory; the durable record is still
+	 * the whole-member @missed mask until the dirty-map log exists.
+	 */
+	struct dirty_map *maps[RMR_MAX_MEMBER_ID + 1];
+	uint64_t nchunks;
 	bool removing;
 	uint64_t reads, writes, read_bytes, write_bytes, errors, meta_saves;
 };
@@ -201,6 +209,42 @@ static int pool_note(struct srv_pool *p, uint64_t map_ver, uint64_t missed)
 	p->map_ver = RMR_MAX(p->map_ver, map_ver);
 	p->missed |= missed;
 	return meta_save(p);
+}
+
+/* Record in the maps of every member in @missed that it missed [addr, addr+len). */
+static int pool_mark(struct srv_pool *p, uint64_t missed, uint64_t addr, uint32_t len)
+{
+	uint32_t shift = (uint32_t)__builtin_ctz(p->params.chunk_size);
+	uint64_t first, count;
+
+	missed &= p->params.members_mask & ~(1ull << p->params.member_id);
+	if (!missed || !len)
+		return 0;
+	first = addr >> shift;
+	count = ((addr + len - 1) >> shift) - first + 1;
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
+		int ret;
+
+		if (!(missed & (1ull << id)))
+			continue;
+		ret = dirty_map_mark(p->maps[id], first, count);
+		if (ret < 0) {
+			log_err("pool=%s member=%u: cannot record chunks missed by member %u: %s",
+				p->name, p->params.member_id, id, strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static void pool_free(struct srv_pool *p)
+{
+	for (unsigned id = 0; id <= RMR_MAX_MEMBER_ID; id++) {
+		if (p->maps[id])
+			dirty_map_destroy(p->maps[id]);
+		free(p->maps[id]);
+	}
+	free(p);
 }
 
 /* --- sessions -------------------------------------------------------------- */
@@ -466,12 +510,12 @@ static const char *request_invalid(struct srv_session *sess, const struct rmr_ms
 		return "request for another pool";
 	if (msg->slot >= sess->qd)
 		return "slot beyond the queue depth";
+	if (msg->addr > p->params.pool_size || msg->len > p->params.pool_size - msg->addr)
+		return "range beyond the pool";
 	if (msg->type == RMR_MSG_MAP_ADD)
 		return sess->map_reqs[msg->slot].busy ? "MAP_ADD slot already busy" : NULL;
 	if (sess->reqs[msg->slot].busy)
 		return "slot already busy";
-	if (msg->addr > p->params.pool_size || msg->len > p->params.pool_size - msg->addr)
-		return "range beyond the pool";
 	if ((msg->type == RMR_MSG_READ || msg->payload_len) && msg->len > sess->max_io)
 		return "request larger than the session's max io";
 	return NULL;
@@ -507,11 +551,15 @@ static void on_request(struct srv_session *sess, const struct rmr_msg *msg, void
 
 	if (msg->type == RMR_MSG_MAP_ADD) {
 		ret = pool_note(p, msg->map_ver, msg->missed);
+		if (ret == 0)
+			ret = pool_mark(p, msg->missed, msg->addr, msg->len);
 		req_answer(req, RMR_MSG_MAP_ADD_RSP, ret, 0);
 		return;
 	}
 	if (msg->type == RMR_MSG_WRITE) {
 		ret = pool_note(p, msg->map_ver, msg->missed);
+		if (ret == 0)
+			ret = pool_mark(p, msg->missed, msg->addr, msg->len);
 		if (ret < 0) {
 			p->errors++;
 			req_answer(req, RMR_MSG_WRITE_RSP, -EIO, 0);
@@ -812,7 +860,8 @@ RMR_EXPORT void rmr_server_destroy(struct rmr_server *s)
 		return;
 	loop_stop(s->loop);
 	for (unsigned i = 0; i < RMR_SERVER_MAX_POOLS; i++)
-		free(s->pools[i]);
+		if (s->pools[i])
+			pool_free(s->pools[i]);
 	server_free(s);
 }
 
@@ -877,15 +926,31 @@ RMR_EXPORT int rmr_server_add_pool(struct rmr_server *s, const struct rmr_pool_p
 	p->params.name = p->name;
 	p->ops = *ops;
 	p->store = store;
+	p->nchunks = (params->pool_size + params->chunk_size - 1) / params->chunk_size;
+	if (p->nchunks > DIRTY_MAP_MAX_CHUNKS) {
+		log_err("pool=%s: %llu chunks, more than dirty tracking covers", p->name,
+			(unsigned long long)p->nchunks);
+		free(p);
+		return -EINVAL;
+	}
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
+		if (!(params->members_mask & (1ull << id)) || id == params->member_id)
+			continue;
+		p->maps[id] = calloc(1, sizeof(*p->maps[id]));
+		if (!p->maps[id] || dirty_map_init(p->maps[id], p->nchunks) < 0) {
+			pool_free(p);
+			return -ENOMEM;
+		}
+	}
 	ret = meta_load(p);
 	if (ret < 0) {
-		free(p);
+		pool_free(p);
 		return ret;
 	}
 	pc.p = p;
 	loop_call(s->loop, do_add_pool, &pc);
 	if (pc.ret < 0) {
-		free(p);
+		pool_free(p);
 		return pc.ret;
 	}
 	log_info("pool=%s member=%u: serving (map version %llu, missed 0x%llx)", p->name,
@@ -932,7 +997,7 @@ RMR_EXPORT void rmr_server_remove_pool(struct rmr_server_pool *handle)
 		usleep(1000); /* sessions wait for their store requests to come back */
 	}
 	log_info("pool=%s member=%u: no longer served", p->name, p->params.member_id);
-	free(p);
+	pool_free(p);
 }
 
 struct status_call {
@@ -963,6 +1028,9 @@ static void fill_status(void *arg)
 		ps->chunk_size = p->params.chunk_size;
 		ps->map_ver = p->map_ver;
 		ps->missed_mask = p->missed;
+		for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+			if (p->maps[id])
+				ps->dirty_chunks[id] = dirty_map_count(p->maps[id]);
 		ps->reads = p->reads;
 		ps->writes = p->writes;
 		ps->read_bytes = p->read_bytes;

@@ -157,6 +157,30 @@ RMR_EXPORT int rmr_pool_status_format(const struct rmr_pool_status *st, enum rmr
 	return finish(&o);
 }
 
+/* "2(16 chunks),3" : members recorded as having missed writes, with the chunks known. */
+static void missed_with_dirty(const struct rmr_server_pool_status *p, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID && used < len; id++) {
+		int n;
+
+		if (!(p->missed_mask & (1ull << id)) && !p->dirty_chunks[id])
+			continue;
+		if (p->dirty_chunks[id])
+			n = snprintf(buf + used, len - used, "%s%u(%" PRIu64 " chunks)",
+				     used ? "," : "", id, p->dirty_chunks[id]);
+		else
+			n = snprintf(buf + used, len - used, "%s%u", used ? "," : "", id);
+		if (n < 0)
+			break;
+		used += (size_t)n;
+	}
+	if (!buf[0])
+		snprintf(buf, len, "-");
+}
+
 RMR_EXPORT int rmr_server_status_format(const struct rmr_server_status *st, enum rmr_format fmt,
 					char *buf, size_t len)
 {
@@ -181,7 +205,7 @@ RMR_EXPORT int rmr_server_status_format(const struct rmr_server_status *st, enum
 		char uuid[37], missed[192], size[32], rb[32], wb[32];
 
 		rmr_uuid_format(&p->uuid, uuid);
-		mask_list(p->missed_mask, missed, sizeof(missed));
+		missed_with_dirty(p, missed, sizeof(missed));
 		if (fmt == RMR_FORMAT_JSON) {
 			put(&o, "%s{\"pool\":", i ? "," : "");
 			put_json_str(&o, p->name);
@@ -194,7 +218,15 @@ RMR_EXPORT int rmr_server_status_format(const struct rmr_server_status *st, enum
 					first = 0;
 				}
 			}
-			put(&o, "],\"sessions\":%u,\"reads\":%" PRIu64 ",\"writes\":%" PRIu64
+			put(&o, "],\"dirty_chunks\":{");
+			for (unsigned id = 1, first = 1; id <= RMR_MAX_MEMBER_ID; id++) {
+				if (p->dirty_chunks[id]) {
+					put(&o, "%s\"%u\":%" PRIu64, first ? "" : ",", id,
+					    p->dirty_chunks[id]);
+					first = 0;
+				}
+			}
+			put(&o, "},\"sessions\":%u,\"reads\":%" PRIu64 ",\"writes\":%" PRIu64
 				",\"read_bytes\":%" PRIu64 ",\"write_bytes\":%" PRIu64
 				",\"errors\":%" PRIu64 ",\"meta_saves\":%" PRIu64 "}",
 			    p->sessions, p->reads, p->writes, p->read_bytes, p->write_bytes, p->errors,

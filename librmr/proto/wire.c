@@ -93,7 +93,9 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 	if (m->payload_len > RMR_WIRE_MAX_PAYLOAD)
 		return reject(why, whylen, "%s: payload of %u bytes is too large",
 			      rmr_msg_type_name(m->type), m->payload_len);
-	if (m->len > RMR_WIRE_MAX_PAYLOAD && m->type != RMR_MSG_WRITE)
+	/* Writes without data (trim) and their MAP_ADD may cover large ranges. */
+	if (m->len > RMR_WIRE_MAX_PAYLOAD && m->type != RMR_MSG_WRITE &&
+	    m->type != RMR_MSG_MAP_ADD)
 		return reject(why, whylen, "%s: length %u is too large", rmr_msg_type_name(m->type),
 			      m->len);
 	if (m->addr + m->len < m->addr)

@@ -361,9 +361,14 @@ START_TEST(member_loss_keeps_io_going_and_is_recorded)
 	{
 		struct rmr_server_status ss = { .size = sizeof(ss) };
 
-		ck_assert_int_eq(rmr_server_status(members[0].srv, &ss), 0);
-		ck_assert(ss.pools[0].missed_mask & (1u << 2));
-		ck_assert_uint_ge(ss.pools[0].meta_saves, 1);
+		for (unsigned i = 0; i < NMEMBERS; i += 2) {
+			ck_assert_int_eq(rmr_server_status(members[i].srv, &ss), 0);
+			ck_assert(ss.pools[0].missed_mask & (1u << 2));
+			ck_assert_uint_ge(ss.pools[0].meta_saves, 1);
+			/* Exactly the 16 chunks written while member 2 was away. */
+			ck_assert_uint_eq(ss.pools[0].dirty_chunks[2], 16);
+			ck_assert_uint_eq(ss.pools[0].dirty_chunks[i == 0 ? 3 : 1], 0);
+		}
 	}
 
 	/* Member 2 comes back; a new client must keep it out of I/O. */
