@@ -15,7 +15,6 @@ need_bins
 
 pool_up --members 3 --size 512M
 
-state_in() { local s; s=$(member_state "$1") && [[ ",$2," == *",$s,"* ]]; }
 PID2=$(cat "$PDIR/m2.pidfile") || fail "no pid file for member 2"
 pid_alive "$PID2" || fail "member 2 is not running"
 # Never leave a stopped process behind, whatever happens.

@@ -17,30 +17,9 @@ PROVIDER=${PROVIDER:-tcp}
 
 pool_up --members 3 --size 512M --provider "$PROVIDER"
 
-# writes_of ID: write requests the client has sent to member ID.
-writes_of() {
-	"$BRMRCTL" status --socket "$PDIR/client.ctl" --json | "$PY" -c '
-import json, sys
-def find(o):
-    if isinstance(o, dict):
-        if isinstance(o.get("members"), list):
-            return o["members"]
-        for v in o.values():
-            r = find(v)
-            if r is not None:
-                return r
-    elif isinstance(o, list):
-        for v in o:
-            r = find(v)
-            if r is not None:
-                return r
-for m in find(json.load(sys.stdin)) or []:
-    if str(m.get("id")) == sys.argv[1]:
-        print(m.get("writes", 0))
-' "$1"
-}
+# writes_of ID: write requests member ID applied, as the client counts them.
+writes_of() { member_field "$1" writes; }
 writes_at_least() { local n; n=$(writes_of "$1") && [[ -n $n ]] && ((n >= $2)); }
-state_in() { local s; s=$(member_state "$1") && [[ ",$2," == *",$s,"* ]]; }
 
 # 32768 writes of 4 KiB at <= 4000 IOPS: at least 8 s of writing, so the
 # kill (after ~2000 writes) lands early in the run. Every block is verified

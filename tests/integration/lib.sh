@@ -175,26 +175,19 @@ sys.exit(bad)
 EOF
 }
 
-# member_state ID: the client's view of member ID ("normal", "failed", ...).
-member_state() {
+# member_field ID FIELD: a field of member ID in the client's status ("state",
+# "writes", ...).
+member_field() {
 	"$BRMRCTL" status --socket "$PDIR/client.ctl" --json | "$PY" -c '
 import json, sys
-doc = json.load(sys.stdin)
-def find(o):
-    if isinstance(o, dict):
-        if isinstance(o.get("members"), list):
-            return o["members"]
-        for v in o.values():
-            r = find(v)
-            if r is not None:
-                return r
-    elif isinstance(o, list):
-        for v in o:
-            r = find(v)
-            if r is not None:
-                return r
-for m in find(doc) or []:
+for m in json.load(sys.stdin)["members"]:
     if str(m.get("id")) == sys.argv[1]:
-        print(m.get("state"))
-' "$1"
+        print(m.get(sys.argv[2], ""))
+' "$1" "$2"
 }
+
+# member_state ID: the client's view of member ID ("normal", "failed", ...).
+member_state() { member_field "$1" state; }
+
+# state_in ID STATES: member ID is in one of the comma-separated STATES.
+state_in() { local s; s=$(member_state "$1") && [[ ",$2," == *",$s,"* ]]; }
