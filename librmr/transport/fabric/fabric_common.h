@@ -26,6 +26,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <signal.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
 
@@ -37,6 +39,12 @@
 #include <rdma/fi_errno.h>
 
 #include <rmr/transport.h>
+
+struct fab_conn;
+/* Watch the peer process @pid (shm); see fab_conn.peer_pidfd. */
+void fab_conn_watch_peer(struct fab_conn *c, pid_t pid);
+/* True if the watched peer process has exited. */
+bool fab_conn_peer_dead(const struct fab_conn *c);
 
 #define FAB_FI_VERSION FI_VERSION(1, 17)
 #define FAB_MAX_IOV 4        /* pieces per message, see transport.h */
@@ -175,6 +183,16 @@ struct fab_conn {
 	struct timespec deadline;    /* CONNECTING: give up after this */
 	char listen_region[FAB_SHM_NAME_MAX + 16]; /* the listener's region (connect) */
 	char peer_region[128];       /* the peer endpoint's region */
+	/*
+	 * The peer's process. shm 1.17 sends by taking the receiver's region
+	 * spinlock; a receiver killed while holding it leaves it held, and the
+	 * next fi_sendmsg to it spins forever (seen: a member SIGKILLed under
+	 * load hung the client's event loop). So no send goes to a peer whose
+	 * process is gone; that leaves only a microsecond-wide race. A pidfd
+	 * tells, also for a dead peer that nobody reaped yet (a zombie, which
+	 * kill(pid, 0) still finds).
+	 */
+	int peer_pidfd;
 	/*
 	 * shm 1.17 sends a connection request with the first message to a new
 	 * peer and answers -FI_EAGAIN until the peer processed it; the peer

@@ -6,9 +6,12 @@
  * send_done/closed upcalls. See fabric_common.h for the design.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "compiler.h"
 #include "fabric_common.h"
@@ -35,7 +38,26 @@ struct fab_conn *fab_conn_alloc(struct fab_tp *tp, struct fab_domain *dom, const
 	c->listen_addr = FI_ADDR_UNSPEC;
 	c->cq_fd = -1;
 	c->eq_fd = -1;
+	c->peer_pidfd = -1;
 	return c;
+}
+
+void fab_conn_watch_peer(struct fab_conn *c, pid_t pid)
+{
+	if (c->peer_pidfd >= 0 || pid <= 0)
+		return;
+	c->peer_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (c->peer_pidfd < 0)
+		log_warn("%s: conn %u: cannot watch peer process %d: %s", c->tp->name, c->id,
+			 (int)pid, strerror(errno));
+}
+
+bool fab_conn_peer_dead(const struct fab_conn *c)
+{
+	struct pollfd p = { .fd = c->peer_pidfd, .events = POLLIN };
+
+	/* A pidfd turns readable when its process exits. */
+	return c->peer_pidfd >= 0 && poll(&p, 1, 0) > 0;
 }
 
 /*
@@ -214,6 +236,8 @@ void fab_conn_teardown(struct fab_conn *c)
 
 void fab_conn_free(struct fab_conn *c)
 {
+	if (c->peer_pidfd >= 0)
+		close(c->peer_pidfd);
 	free(c->rx_mem);
 	free(c->tx_mem);
 	free(c->rx);
@@ -348,6 +372,8 @@ static int fab_tx_post(struct fab_conn *c, struct fab_tx *tx)
 	};
 	int ret;
 
+	if (fab_conn_peer_dead(c))
+		return -FI_ECONNRESET;
 	/* Registered only once the endpoint existed, maybe after queueing. */
 	tx->desc[0] = tx->bounced ? c->tx_desc : NULL;
 	ret = fi_sendmsg(c->ep, &msg, FI_COMPLETION);

@@ -39,7 +39,7 @@
 
 #define FAB_SHM_PREFIX "rmr-"
 #define FAB_SHM_MAGIC 0x524d5246u            /* "RMRF" */
-#define FAB_SHM_VERSION 1
+#define FAB_SHM_VERSION 2
 #define FAB_SHM_TAG 0x524d524354000000ull    /* CQ data of control messages */
 #define FAB_SHM_TAG_MASK 0xffffffffff000000ull
 #define FAB_SHM_CONNECT_TIMEOUT_MS 5000
@@ -59,6 +59,8 @@ struct fab_shm_ctl {
 	uint16_t version;
 	uint16_t type;
 	uint64_t cookie;                /* the connector's, echoed by the listener */
+	uint32_t pid;                   /* the sender's process, see fab_conn.peer_pidfd */
+	uint32_t reserved;
 	char name[FAB_SHM_EPNAME_MAX];  /* the sender's endpoint name */
 };
 
@@ -194,12 +196,16 @@ static int fab_shm_send_ctl(struct fab_conn *c, unsigned type, fi_addr_t dest)
 	msg.version = FAB_SHM_VERSION;
 	msg.type = (uint16_t)type;
 	msg.cookie = c->cookie;
+	msg.pid = (uint32_t)getpid();
 	ret = fi_getname(&c->ep->fid, msg.name, &len);
 	if (ret) {
 		log_err("%s: conn %u: fi_getname: %s", c->tp->name, c->id, fab_strerror(ret));
 		return ret;
 	}
 	msg.name[sizeof(msg.name) - 1] = '\0';
+	/* Never into the region of a dead peer: see fab_conn.peer_pidfd. */
+	if (dest == c->peer_addr && fab_conn_peer_dead(c))
+		return -FI_ECONNRESET;
 	/* Inject: the small message is copied into the peer's queue at once,
 	 * with no completion to wait for (also right before fi_close). */
 	ret = (int)fi_injectdata(c->ep, &msg, sizeof(msg), FAB_SHM_TAG | type, dest);
@@ -385,6 +391,7 @@ void fab_shm_handle_ctl(struct fab_conn *c, struct fab_rx *rx, size_t len, uint6
 			return;
 		}
 		fab_shm_set_peer_region(c, m.name);
+		fab_conn_watch_peer(c, (pid_t)m.pid);
 		c->ctl_owed = 0;
 		fab_conn_up(c);
 		return;
@@ -491,6 +498,7 @@ static void fab_shm_accept(struct fab_tp *tp, struct fab_listener *l, const stru
 		return;
 	}
 	c->cookie = m->cookie;
+	fab_conn_watch_peer(c, (pid_t)m->pid);
 	fab_shm_set_peer_region(c, m->name);
 	ret = fab_shm_conn_open(c);
 	if (!ret)
