@@ -5,7 +5,7 @@
  * request size, every op reaches the store as itself, offsets above 4 GiB
  * work, and bad requests are refused without a callback.
  */
-#include <check.h>
+#include "unit.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -231,8 +231,6 @@ int main(void)
 {
 	Suite *s = suite_create("block_split");
 	TCase *tc = tcase_create("block");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
@@ -240,9 +238,5 @@ int main(void)
 	tcase_add_test(tc, trim_zeroes_and_flush_reach_the_stores);
 	tcase_add_test(tc, bad_requests_are_refused);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return unit_run(s);
 }

@@ -5,7 +5,7 @@
  * overlapping writes, member loss under load, store errors, and admission
  * of a member that missed writes (it must never serve a stale read).
  */
-#include <check.h>
+#include "unit.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -443,8 +443,6 @@ int main(void)
 {
 	Suite *s = suite_create("client_mem");
 	TCase *tc = tcase_create("pool");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
@@ -456,9 +454,5 @@ int main(void)
 	tcase_add_test(tc, all_members_lost_fails_requests);
 	tcase_add_test(tc, status_renders_as_text_and_json);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return unit_run(s);
 }

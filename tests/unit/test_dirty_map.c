@@ -1,18 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Dirty map: model-checked against a plain array, memory follows the spread. */
-#include <check.h>
+#include "unit.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dirty_map.h"
 
-/* Check's ck_assert records a checkpoint per call: too slow for millions. */
-#define expect(cond)                                                              \
-	do {                                                                      \
-		if (!(cond))                                                      \
-			ck_abort_msg("%s:%d: %s", __FILE__, __LINE__, #cond);     \
-	} while (0)
 
 START_TEST(matches_a_plain_array_under_random_operations)
 {
@@ -110,17 +104,11 @@ int main(void)
 {
 	Suite *s = suite_create("dirty_map");
 	TCase *tc = tcase_create("map");
-	SRunner *sr;
-	int failed;
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, matches_a_plain_array_under_random_operations);
 	tcase_add_test(tc, memory_follows_the_dirty_spread);
 	tcase_add_test(tc, capacity_and_bounds);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return unit_run(s);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The member session state table: the whole matrix, edge by edge. */
-#include <check.h>
+#include "unit.h"
 #include <string.h>
 
 #include "member_state.h"
@@ -52,16 +52,10 @@ int main(void)
 {
 	Suite *s = suite_create("member_state");
 	TCase *tc = tcase_create("table");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, matrix);
 	tcase_add_test(tc, only_normal_serves_io);
 	tcase_add_test(tc, names_and_out_of_range);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return unit_run(s);
 }

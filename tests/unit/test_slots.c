@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Request-slot allocator: exhaustion, reuse, waiting, shutdown, threads. */
-#include <check.h>
+#include "unit.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -114,17 +114,11 @@ int main(void)
 {
 	Suite *s = suite_create("slots");
 	TCase *tc = tcase_create("allocator");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, take_all_then_exhausted);
 	tcase_add_test(tc, low_indexes_first);
 	tcase_add_test(tc, wait_is_woken_by_put_and_by_shutdown);
 	tcase_add_test(tc, threads_never_share_a_slot);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return unit_run(s);
 }

@@ -3,7 +3,7 @@
  * The brmr store: on-disk format (superblock A/B slots, metadata slots) and
  * the store callbacks, on real files in a temporary directory.
  */
-#include <check.h>
+#include "unit.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1037,11 +1037,5 @@ static Suite *superblock_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(superblock_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY=verbose lists each test */
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(superblock_suite());
 }

@@ -1,17 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Index of active sync entries, model-checked against a plain list. */
-#include <check.h>
+#include "unit.h"
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
 #include "sync_index.h"
 
-#define expect(cond)                                                              \
-	do {                                                                      \
-		if (!(cond))                                                      \
-			ck_abort_msg("%s:%d: %s", __FILE__, __LINE__, #cond);     \
-	} while (0)
 
 START_TEST(waiters_are_released_in_order_per_chunk)
 {
@@ -94,16 +89,10 @@ int main(void)
 {
 	Suite *s = suite_create("sync_index");
 	TCase *tc = tcase_create("index");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, waiters_are_released_in_order_per_chunk);
 	tcase_add_test(tc, full_index_refuses);
 	tcase_add_test(tc, random_adds_and_removes_match_a_model);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return unit_run(s);
 }

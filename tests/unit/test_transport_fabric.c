@@ -5,7 +5,7 @@
  * both driven by calling progress until a condition holds or a deadline
  * passes. Exit 77 only if neither provider is available.
  */
-#include <check.h>
+#include "unit.h"
 #include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -936,7 +936,6 @@ int main(void)
 	bool tcp, shm;
 	Suite *s = suite_create("transport_fabric");
 	TCase *tc;
-	SRunner *sr;
 	int failed;
 
 	rmr_log_set_sink(quiet_log, NULL, getenv("RMR_TEST_DEBUG") ? RMR_LOG_DEBUG : RMR_LOG_WARN);
@@ -985,10 +984,7 @@ int main(void)
 		fprintf(stderr, "libfabric shm provider unavailable: shm cases skipped\n");
 	}
 
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
+	failed = unit_run(s);
 	shm_clean_stale();
-	return failed ? 1 : 0;
+	return failed;
 }

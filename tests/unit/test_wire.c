@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Wire codec: round trips, and every malformed field is refused with a reason. */
-#include <check.h>
+#include "unit.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,8 +218,6 @@ int main(void)
 {
 	Suite *s = suite_create("wire");
 	TCase *tc = tcase_create("codec");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, header_round_trip);
 	tcase_add_test(tc, negative_status_survives);
@@ -229,9 +227,5 @@ int main(void)
 	tcase_add_test(tc, hello_rsp_checks_identity);
 	tcase_add_test(tc, random_bytes_never_crash);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return unit_run(s);
 }
