@@ -140,6 +140,23 @@ static bool fallocate_unsupported(int err)
 	return err == EOPNOTSUPP || err == ENOSYS || err == EINVAL;
 }
 
+/* Write zeroes over [off, off + len), plainly: works on anything. */
+static int write_zeroes(int fd, uint64_t off, uint64_t len)
+{
+	static const uint8_t zeroes[64 * 1024];
+
+	while (len) {
+		size_t n = len < sizeof(zeroes) ? (size_t)len : sizeof(zeroes);
+		int ret = pwrite_full(fd, zeroes, n, off, false);
+
+		if (ret < 0)
+			return ret;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
 /*
  * Make [off, off + len) read as zeroes. @p punch (TRIM) prefers releasing the
  * space; otherwise (WRITE_ZEROES) keep it allocated where the system can.
@@ -147,8 +164,6 @@ static bool fallocate_unsupported(int err)
  */
 static int zero_range(int fd, uint64_t off, uint64_t len, bool punch)
 {
-	static const uint8_t zeroes[64 * 1024];
-
 	if (!punch) {
 		if (fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, (off_t)off,
 			      (off_t)len) == 0)
@@ -161,16 +176,7 @@ static int zero_range(int fd, uint64_t off, uint64_t len, bool punch)
 		return 0;
 	if (!fallocate_unsupported(errno))
 		return -errno;
-	while (len) {
-		size_t n = len < sizeof(zeroes) ? (size_t)len : sizeof(zeroes);
-		int ret = pwrite_full(fd, zeroes, n, off, false);
-
-		if (ret < 0)
-			return ret;
-		off += n;
-		len -= n;
-	}
-	return 0;
+	return write_zeroes(fd, off, len);
 }
 
 /* --- data requests ----------------------------------------------------------- */
@@ -299,48 +305,82 @@ static void store_io(void *store, struct rmr_store_io *io)
 
 /* --- resync and metadata callbacks --------------------------------------------- */
 
-/* Byte range of chunk @p chunk; -EINVAL unless @p len is exactly its size. */
-static int chunk_range(const struct brmr_store *s, uint64_t chunk, uint32_t len,
+/*
+ * Store offset of the pool bytes [@p addr, @p addr + @p len) that a resync
+ * moves: at least one byte, inside the pool and inside one chunk.
+ */
+static int chunk_range(const struct brmr_store *s, uint64_t addr, uint32_t len,
 		       uint64_t *off)
 {
-	uint64_t start, size;
-
-	if (chunk >= (s->sb.pool_size + s->sb.chunk_size - 1) / s->sb.chunk_size)
+	if (!len || addr >= s->sb.pool_size || len > s->sb.pool_size - addr)
 		return -EINVAL;
-	start = chunk * s->sb.chunk_size;
-	size = s->sb.pool_size - start;
-	if (size > s->sb.chunk_size)
-		size = s->sb.chunk_size;
-	if (len != size)
+	if (addr / s->sb.chunk_size != (addr + len - 1) / s->sb.chunk_size)
 		return -EINVAL;
-	*off = s->sb.data_offset + start;
+	*off = s->sb.data_offset + addr;
 	return 0;
 }
 
-static int store_chunk_export(void *store, uint64_t chunk, void *buf, uint32_t len)
+static int store_chunk_export(void *store, uint64_t addr, void *buf, uint32_t len)
 {
 	struct brmr_store *s = store;
 	uint64_t off;
-	int ret = chunk_range(s, chunk, len, &off);
+	int ret = chunk_range(s, addr, len, &off);
 
-	if (ret < 0)
-		return ret;
+	if (ret < 0 || !buf)
+		return ret < 0 ? ret : -EINVAL;
 	if (atomic_load(&s->fail_io))
 		return -EIO;
 	return pread_full(s->fd, buf, len, off);
 }
 
-static int store_chunk_import(void *store, uint64_t chunk, const void *buf, uint32_t len)
+/* Through the page cache: librmr flushes before it records the range clean. */
+static int store_chunk_import(void *store, uint64_t addr, const void *buf, uint32_t len)
 {
 	struct brmr_store *s = store;
 	uint64_t off;
-	int ret = chunk_range(s, chunk, len, &off);
+	int ret = chunk_range(s, addr, len, &off);
 
-	if (ret < 0)
-		return ret;
+	if (ret < 0 || !buf)
+		return ret < 0 ? ret : -EINVAL;
 	if (atomic_load(&s->fail_io))
 		return -EIO;
 	return pwrite_full(s->fd, buf, len, off, false);
+}
+
+/* Store offset of [@p off, @p off + @p len) of the dirty-map area. */
+static int map_range(const struct brmr_store *s, uint64_t off, size_t len, uint64_t *pos)
+{
+	if (!len || off > s->sb.map_size || len > s->sb.map_size - off)
+		return -EINVAL;
+	*pos = s->sb.map_offset + off;
+	return 0;
+}
+
+/*
+ * The dirty-map area is bookkeeping, not data: fault injection leaves it
+ * alone, so a drill that fails data I/O can still record who missed what.
+ */
+static int store_map_read(void *store, uint64_t off, void *buf, size_t len)
+{
+	struct brmr_store *s = store;
+	uint64_t pos;
+	int ret = map_range(s, off, len, &pos);
+
+	if (ret < 0 || !buf)
+		return ret < 0 ? ret : -EINVAL;
+	return pread_full(s->fd, buf, len, pos);
+}
+
+/* Durable on return: a mark must be on disk before the write that needed it is acknowledged. */
+static int store_map_write(void *store, uint64_t off, const void *buf, size_t len)
+{
+	struct brmr_store *s = store;
+	uint64_t pos;
+	int ret = map_range(s, off, len, &pos);
+
+	if (ret < 0 || !buf || off % SB_MAP_ALIGN || len % SB_MAP_ALIGN)
+		return ret < 0 ? ret : -EINVAL;
+	return pwrite_full(s->fd, buf, len, pos, true);
 }
 
 /*
@@ -477,6 +517,8 @@ const struct rmr_store_ops store_ops = {
 	.meta_load = store_meta_load,
 	.meta_save = store_meta_save,
 	.flush = store_flush,
+	.map_read = store_map_read,
+	.map_write = store_map_write,
 };
 
 /* --- format ---------------------------------------------------------------- */
@@ -532,7 +574,8 @@ static int format_superblock(const struct brmr_format_params *p,
 			    "pool size %" PRIu64 " is not a positive multiple of 4096",
 			    p->pool_size);
 	if (superblock_layout(sb, rmr_server_meta_max()) < 0)
-		return fail(-EINVAL, why, whylen, "pool size %" PRIu64 " is too large",
+		return fail(-EINVAL, why, whylen,
+			    "pool size %" PRIu64 " is too large (more chunks than the dirty maps allow)",
 			    p->pool_size);
 	/* The decoder's rules are the format's rules. */
 	if (superblock_check(sb, UINT64_MAX, why, whylen) < 0)
@@ -690,11 +733,27 @@ BRMR_EXPORT int brmr_store_format_pool(const char *path, const struct brmr_forma
 	 */
 	ret = format_wipe_superblocks(fd);
 	if (ret == 0 && !blkdev) {
-		/* Dropping every block is the fastest zeroing of a file; sparse after. */
+		/*
+		 * Dropping every block is the fastest zeroing of a file, the
+		 * dirty-map area included (a re-format over an old store too);
+		 * sparse after.
+		 */
 		if (ftruncate(fd, SB_AREA_SIZE) < 0 || ftruncate(fd, (off_t)need) < 0)
 			ret = -errno;
 	} else if (ret == 0) {
-		ret = zero_range(fd, SB_AREA_SIZE, need - SB_AREA_SIZE, true);
+		/*
+		 * A device keeps its old bytes. Metadata and data are cleared
+		 * the fast way; the dirty-map area, small and read back bit by
+		 * bit, gets plain zeroes written so that it never depends on
+		 * what a device makes of a discard.
+		 */
+		uint64_t map_end = sb.map_offset + sb.map_size;
+
+		ret = zero_range(fd, SB_AREA_SIZE, sb.map_offset - SB_AREA_SIZE, true);
+		if (ret == 0)
+			ret = write_zeroes(fd, sb.map_offset, sb.map_size);
+		if (ret == 0)
+			ret = zero_range(fd, map_end, need - map_end, true);
 	}
 	if (ret == 0 && fdatasync(fd) < 0)
 		ret = -errno;
@@ -795,6 +854,8 @@ BRMR_EXPORT int brmr_store_info(struct brmr_store *s, struct brmr_store_info *in
 	info->meta_offset = s->sb.meta_offset;
 	info->meta_size = s->sb.meta_size;
 	info->sequence = s->sb.sequence;
+	info->map_offset = s->sb.map_offset;
+	info->map_size = s->sb.map_size;
 	return 0;
 }
 
@@ -811,20 +872,59 @@ BRMR_EXPORT int brmr_store_members(struct brmr_store *s, struct brmr_member *out
 	return s->sb.nmembers;
 }
 
+int store_pool_params(const struct brmr_store *s, const struct brmr_serve_opts *opts,
+		      struct rmr_pool_params *params, struct rmr_peer peers[RMR_MAX_MEMBERS])
+{
+	struct brmr_serve_opts so = { .size = sizeof(so) };
+
+	if (opts) {
+		/* An older caller's shorter struct: the fields it lacks stay default. */
+		if (opts->size < sizeof(opts->size))
+			return -EINVAL;
+		memcpy(&so, opts, opts->size < sizeof(so) ? opts->size : sizeof(so));
+	}
+	memset(params, 0, sizeof(*params));
+	params->size = sizeof(*params);
+	params->name = s->sb.pool_name;
+	params->uuid = s->sb.pool_uuid;
+	params->pool_size = s->sb.pool_size;
+	params->chunk_size = s->sb.chunk_size;
+	params->member_id = s->sb.member_id;
+	/*
+	 * The pool's members come from the superblock's list; every one but
+	 * this store is a peer to resync with. A store formatted without a
+	 * list (brmr_store_format()) knows only itself and has no peers.
+	 */
+	params->members_mask = 1ull << s->sb.member_id;
+	for (unsigned i = 0; i < s->sb.nmembers; i++) {
+		const struct sb_member *m = &s->sb.members[i];
+
+		params->members_mask |= 1ull << m->id;
+		if (m->id == s->sb.member_id)
+			continue;
+		peers[params->npeers].member_id = m->id;
+		peers[params->npeers].addr = m->addr;
+		params->npeers++;
+	}
+	params->peers = params->npeers ? peers : NULL;
+	params->sync_queue_depth = so.sync_queue_depth;
+	params->resync_rate = so.resync_rate;
+	return 0;
+}
+
 BRMR_EXPORT int brmr_store_serve(struct brmr_store *s, struct rmr_server *srv,
+				 const struct brmr_serve_opts *opts,
 				 struct rmr_server_pool **out)
 {
-	struct rmr_pool_params params = {
-		.size = sizeof(params),
-		.name = s ? s->sb.pool_name : NULL,
-		.pool_size = s ? s->sb.pool_size : 0,
-		.chunk_size = s ? s->sb.chunk_size : 0,
-		.member_id = s ? s->sb.member_id : 0,
-	};
+	struct rmr_peer peers[RMR_MAX_MEMBERS];
+	struct rmr_pool_params params;
 	int ret;
 
 	if (!s || !srv || !out)
 		return -EINVAL;
+	ret = store_pool_params(s, opts, &params, peers);
+	if (ret < 0)
+		return ret;
 	if (s->read_only)
 		return -EROFS;
 	/*
@@ -836,14 +936,6 @@ BRMR_EXPORT int brmr_store_serve(struct brmr_store *s, struct rmr_server *srv,
 			return errno == EWOULDBLOCK ? -EBUSY : -errno;
 		s->locked = true;
 	}
-	params.uuid = s->sb.pool_uuid;
-	/*
-	 * The pool's members come from the superblock's list. A store formatted
-	 * without one (brmr_store_format()) knows only itself.
-	 */
-	params.members_mask = 1ull << s->sb.member_id;
-	for (unsigned i = 0; i < s->sb.nmembers; i++)
-		params.members_mask |= 1ull << s->sb.members[i].id;
 	ret = store_workers_start(s);
 	if (ret == 0)
 		ret = rmr_server_add_pool(srv, &params, &store_ops, s, out);

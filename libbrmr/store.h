@@ -17,6 +17,16 @@ void store_set_done(struct brmr_store *s, store_done_fn fn);
 /* Start the I/O worker threads (brmr_store_serve() does it). @return 0 or -errno. */
 int store_workers_start(struct brmr_store *s);
 
+/*
+ * The pool parameters brmr_store_serve() hands to rmr_server_add_pool():
+ * identity and geometry from the superblock, members and @p peers (every
+ * listed member but this store; @p params points into @p peers and into the
+ * store) from its member list, resync settings from @p opts (NULL: defaults).
+ * @return 0, or -EINVAL if @c opts->size is too small to hold its size field.
+ */
+int store_pool_params(const struct brmr_store *s, const struct brmr_serve_opts *opts,
+		      struct rmr_pool_params *params, struct rmr_peer peers[RMR_MAX_MEMBERS]);
+
 /* The decoded superblock of an open store. */
 const struct superblock *store_superblock(const struct brmr_store *s);
 

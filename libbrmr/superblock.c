@@ -13,6 +13,8 @@
 
 #include "crc32c.h"
 
+#include <rmr/server.h>
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -72,27 +74,32 @@ static bool addr_valid(const char *addr)
 
 int superblock_layout(struct superblock *sb, size_t meta_max)
 {
-	uint64_t nchunks, slot, maps;
+	uint64_t slot, map_size, map_end;
 
-	if (!sb->chunk_size || !sb->pool_size || meta_max > (1ull << 40))
+	if (!sb->chunk_size || !sb->pool_size || meta_max > (1ull << 40) ||
+	    sb->pool_size > UINT64_MAX / 2)
 		return -EINVAL;
-	nchunks = sb->pool_size / sb->chunk_size + !!(sb->pool_size % sb->chunk_size);
 	/*
-	 * Each metadata slot holds librmr's blob and, from the next format
-	 * revision on, the dirty maps: reserve one bit per chunk for every
-	 * possible member so that even fully dirty, uncompressed maps fit
-	 * without moving the data area. That is 2 bytes per chunk, e.g.
-	 * 256 KiB for 16 GiB at 128 KiB chunks, 32 MiB for 2 TiB. At least
-	 * 1 MiB per slot, so small pools still have room to grow.
+	 * Each metadata slot holds librmr's blob, at least 1 MiB so that small
+	 * pools still have room to grow. The dirty maps have an area of their
+	 * own after the metadata: one bit per chunk for every possible member,
+	 * each member's bitmap 4 KiB rounded (librmr decides its size; a pool
+	 * of more chunks than its dirty maps allow has no size and is refused).
 	 */
-	maps = round_up((nchunks * RMR_MAX_MEMBERS + 7) / 8, SB_META_ALIGN);
-	slot = round_up(META_HDR_SIZE + meta_max, SB_META_ALIGN) + maps;
+	slot = round_up(META_HDR_SIZE + meta_max, SB_META_ALIGN);
 	if (slot < SB_META_SLOT_MIN)
 		slot = SB_META_SLOT_MIN;
-	slot = round_up(slot, SB_META_ALIGN);
+	map_size = rmr_server_map_area_size(sb->pool_size, sb->chunk_size);
+	if (!map_size || map_size % SB_MAP_ALIGN)
+		return -EINVAL;
 	sb->meta_offset = SB_AREA_SIZE;
 	sb->meta_size = 2 * slot;
-	sb->data_offset = round_up(sb->meta_offset + sb->meta_size, SB_DATA_ALIGN);
+	sb->map_offset = sb->meta_offset + sb->meta_size;
+	sb->map_size = map_size;
+	map_end = sb->map_offset + sb->map_size;
+	if (map_end < sb->map_offset || map_end > UINT64_MAX - SB_DATA_ALIGN)
+		return -EINVAL;
+	sb->data_offset = round_up(map_end, SB_DATA_ALIGN);
 	if (sb->data_offset + sb->pool_size < sb->data_offset)
 		return -EINVAL;
 	return 0;
@@ -132,7 +139,7 @@ static int members_check(const struct superblock *sb, char *why, size_t whylen)
 int superblock_check(const struct superblock *sb, uint64_t dev_size, char *why,
 		     size_t whylen)
 {
-	uint64_t meta_end, data_end;
+	uint64_t meta_end, map_need, map_end, data_end;
 
 	if (sb->version != SB_VERSION)
 		return fail(-EPROTONOSUPPORT, why, whylen,
@@ -162,7 +169,7 @@ int superblock_check(const struct superblock *sb, uint64_t dev_size, char *why,
 			    sb->pool_size);
 	if (sb->sequence == 0)
 		return fail(-EBADMSG, why, whylen, "sequence is zero");
-	/* Geometry: superblocks < metadata < data, all aligned, no overflow. */
+	/* Geometry: superblocks < metadata < dirty maps < data, aligned, no overflow. */
 	if (sb->meta_offset < SB_AREA_SIZE || sb->meta_offset % SB_META_ALIGN)
 		return fail(-EBADMSG, why, whylen,
 			    "metadata offset %" PRIu64 " overlaps the superblocks or is not 4K aligned",
@@ -175,13 +182,36 @@ int superblock_check(const struct superblock *sb, uint64_t dev_size, char *why,
 	meta_end = sb->meta_offset + sb->meta_size;
 	if (meta_end < sb->meta_offset)
 		return fail(-EBADMSG, why, whylen, "metadata area overflows");
+	if (sb->map_offset % SB_MAP_ALIGN)
+		return fail(-EBADMSG, why, whylen,
+			    "dirty-map offset %" PRIu64 " is not 4K aligned", sb->map_offset);
+	if (sb->map_offset < meta_end)
+		return fail(-EBADMSG, why, whylen,
+			    "dirty-map offset %" PRIu64 " overlaps the metadata area (ends at %" PRIu64 ")",
+			    sb->map_offset, meta_end);
+	map_need = rmr_server_map_area_size(sb->pool_size, sb->chunk_size);
+	if (!map_need)
+		return fail(-EBADMSG, why, whylen,
+			    "pool size %" PRIu64 " has more %" PRIu32
+			    "-byte chunks than the dirty maps allow",
+			    sb->pool_size, sb->chunk_size);
+	if (sb->map_size % SB_MAP_ALIGN)
+		return fail(-EBADMSG, why, whylen,
+			    "dirty-map size %" PRIu64 " is not a multiple of 4096", sb->map_size);
+	if (sb->map_size < map_need)
+		return fail(-EBADMSG, why, whylen,
+			    "dirty-map size %" PRIu64 " is smaller than the pool's maps (%" PRIu64 " bytes)",
+			    sb->map_size, map_need);
+	map_end = sb->map_offset + sb->map_size;
+	if (map_end < sb->map_offset)
+		return fail(-EBADMSG, why, whylen, "dirty-map area overflows");
 	if (sb->data_offset % SB_DATA_ALIGN)
 		return fail(-EBADMSG, why, whylen,
 			    "data offset %" PRIu64 " is not 1 MiB aligned", sb->data_offset);
-	if (sb->data_offset < meta_end)
+	if (sb->data_offset < map_end)
 		return fail(-EBADMSG, why, whylen,
-			    "data offset %" PRIu64 " overlaps the metadata area (ends at %" PRIu64 ")",
-			    sb->data_offset, meta_end);
+			    "data offset %" PRIu64 " overlaps the dirty-map area (ends at %" PRIu64 ")",
+			    sb->data_offset, map_end);
 	data_end = sb->data_offset + sb->pool_size;
 	if (data_end < sb->data_offset)
 		return fail(-EBADMSG, why, whylen, "data area overflows 64 bits");
@@ -214,6 +244,8 @@ void superblock_encode(const struct superblock *sb, struct sb_disk *d)
 	d->data_offset = sb_cpu_to_le64(sb->data_offset);
 	d->meta_offset = sb_cpu_to_le64(sb->meta_offset);
 	d->meta_size = sb_cpu_to_le64(sb->meta_size);
+	d->map_offset = sb_cpu_to_le64(sb->map_offset);
+	d->map_size = sb_cpu_to_le64(sb->map_size);
 	d->sequence = sb_cpu_to_le64(sb->sequence);
 	d->flags = sb_cpu_to_le64(sb->flags);
 	for (unsigned i = 0; i < sb->nmembers && i < RMR_MAX_MEMBERS; i++) {
@@ -306,6 +338,8 @@ int superblock_decode(const struct sb_disk *d, uint64_t dev_size, struct superbl
 	sb.data_offset = sb_le64_to_cpu(d->data_offset);
 	sb.meta_offset = sb_le64_to_cpu(d->meta_offset);
 	sb.meta_size = sb_le64_to_cpu(d->meta_size);
+	sb.map_offset = sb_le64_to_cpu(d->map_offset);
+	sb.map_size = sb_le64_to_cpu(d->map_size);
 	sb.sequence = sb_le64_to_cpu(d->sequence);
 	sb.flags = sb_le64_to_cpu(d->flags);
 	sb.nmembers = (uint16_t)nmembers;

@@ -6,6 +6,7 @@
  *   0        superblock slot A (4 KiB)
  *   4096     superblock slot B (4 KiB)
  *   8192     metadata area: two equal slots, each a 64-byte header + blob
+ *   map_offset (4 KiB aligned): the dirty-map area, librmr's bitmaps
  *   data_offset (1 MiB aligned): the pool's bytes, pool_size of them
  *
  * docs/disk-format.md describes every byte and the crash-consistency rules.
@@ -43,6 +44,7 @@ static inline uint64_t sb_le64_to_cpu(sb_le64 x) { return le64toh(x.v); }
 #define SB_DATA_ALIGN (1u << 20)       /* data_offset alignment */
 #define SB_META_ALIGN 4096u            /* meta offset and slot alignment */
 #define SB_META_SLOT_MIN (1u << 20)    /* smallest metadata slot (see format) */
+#define SB_MAP_ALIGN 4096u             /* map offset and size alignment */
 
 #define META_MAGIC "BRMRMETA"
 #define META_VERSION 1u
@@ -71,7 +73,9 @@ struct sb_disk {
 	sb_le64 meta_size;                 /*  128 two equal slots */
 	sb_le64 sequence;                  /*  136 >= 1; the higher slot wins */
 	sb_le64 flags;                     /*  144 none defined in version 1 */
-	uint8_t reserved1[104];            /*  152 zero */
+	sb_le64 map_offset;                /*  152 4 KiB aligned, after the metadata */
+	sb_le64 map_size;                  /*  160 4 KiB multiple, >= the pool's map area */
+	uint8_t reserved1[88];             /*  168 zero */
 	struct sb_member_disk members[RMR_MAX_MEMBERS]; /* 256, 112 bytes each */
 	uint8_t reserved2[2044];           /* 2048 zero */
 	sb_le32 crc;                       /* 4092 crc32c of the slot with this field zero */
@@ -83,11 +87,18 @@ _Static_assert(offsetof(struct sb_disk, version) == 8, "sb.version");
 _Static_assert(offsetof(struct sb_disk, pool_uuid) == 16, "sb.pool_uuid");
 _Static_assert(offsetof(struct sb_disk, pool_name) == 32, "sb.pool_name");
 _Static_assert(offsetof(struct sb_disk, member_id) == 96, "sb.member_id");
+_Static_assert(offsetof(struct sb_disk, nmembers) == 98, "sb.nmembers");
 _Static_assert(offsetof(struct sb_disk, chunk_size) == 100, "sb.chunk_size");
 _Static_assert(offsetof(struct sb_disk, pool_size) == 104, "sb.pool_size");
+_Static_assert(offsetof(struct sb_disk, data_offset) == 112, "sb.data_offset");
+_Static_assert(offsetof(struct sb_disk, meta_offset) == 120, "sb.meta_offset");
+_Static_assert(offsetof(struct sb_disk, meta_size) == 128, "sb.meta_size");
 _Static_assert(offsetof(struct sb_disk, sequence) == 136, "sb.sequence");
 _Static_assert(offsetof(struct sb_disk, flags) == 144, "sb.flags");
-_Static_assert(offsetof(struct sb_disk, reserved1) == 152, "sb.reserved1");
+_Static_assert(offsetof(struct sb_disk, map_offset) == 152, "sb.map_offset");
+_Static_assert(offsetof(struct sb_disk, map_size) == 160, "sb.map_size");
+_Static_assert(offsetof(struct sb_disk, reserved1) == 168, "sb.reserved1");
+_Static_assert(sizeof(((struct sb_disk *)0)->reserved1) == 88, "sb.reserved1 size");
 _Static_assert(offsetof(struct sb_disk, members) == 256, "sb.members");
 _Static_assert(offsetof(struct sb_disk, reserved2) == 2048, "sb.reserved2");
 _Static_assert(offsetof(struct sb_disk, crc) == 4092, "sb.crc");
@@ -127,6 +138,8 @@ struct superblock {
 	uint64_t data_offset;
 	uint64_t meta_offset;
 	uint64_t meta_size;
+	uint64_t map_offset;
+	uint64_t map_size;
 	uint64_t sequence;
 	uint64_t flags;
 	uint16_t nmembers;
@@ -137,10 +150,12 @@ struct superblock {
 bool superblock_name_valid(const char *name);
 
 /*
- * Lay out a new store: sets meta_offset, meta_size and data_offset from
- * pool_size and chunk_size (which must be valid). @p meta_max is the largest
- * blob the server saves (rmr_server_meta_max()).
- * @return 0, or -EINVAL if the layout does not fit in 64 bits.
+ * Lay out a new store: sets meta_offset, meta_size, map_offset, map_size and
+ * data_offset from pool_size and chunk_size (which must be valid). @p meta_max
+ * is the largest blob the server saves (rmr_server_meta_max()); the map area
+ * is rmr_server_map_area_size() bytes.
+ * @return 0, or -EINVAL if the layout does not fit in 64 bits or the pool has
+ *         more chunks than librmr's dirty maps allow.
  */
 int superblock_layout(struct superblock *sb, size_t meta_max);
 

@@ -6,8 +6,12 @@
  *   brmr-server --listen ADDR --store PATH [--store PATH ...] [options]
  *
  * Control socket protocol (--control PATH, mode 0600): the client writes
- * one line, "status text" or "status json"; the server answers with the
- * rendered status and closes. Anything else gets "error: unknown command".
+ * one line and the server answers and closes:
+ *   "status text", "status json"  the rendered status
+ *   "fault on", "fault off"       switch fault injection (every data request
+ *                                 and resync copy fails with -EIO) on every
+ *                                 served store; answers "ok"
+ * Anything else gets "error: unknown command".
  *
  * Exit status: 0 after SIGTERM/SIGINT, 1 on runtime errors, 2 on usage errors.
  */
@@ -23,6 +27,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +40,9 @@
 #define MAX_STORES RMR_MAX_MEMBERS
 /* A control client gets this long to send its line and take the answer. */
 #define CONTROL_TIMEOUT_S 2
+/* Resync pieces in flight per pool. */
+#define SYNC_QD_DEFAULT 32
+#define SYNC_QD_MAX 256
 
 struct server_cfg {
 	const char *listen;
@@ -46,6 +54,8 @@ struct server_cfg {
 	const char *ready_file;
 	const char *pid_file;
 	unsigned queue_depth;
+	unsigned sync_queue_depth;
+	uint64_t resync_rate;  /* bytes per second, 0 = unlimited */
 	bool verbose;
 };
 
@@ -81,13 +91,17 @@ static void usage(FILE *f)
 		"  --store PATH         a store to serve; repeat for more (at most %u)\n"
 		"  --provider NAME      fabric provider: tcp (default), shm, verbs\n"
 		"  --transport NAME     fabric (default) or mem (in-process, for tests)\n"
-		"  --control PATH       unix control socket (mode 0600): 'status text|json'\n"
+		"  --control PATH       unix control socket (mode 0600): 'status text|json',\n"
+		"                       'fault on|off' (fail every store's data I/O with EIO)\n"
 		"  --ready-file PATH    write \"ready\" to PATH once serving\n"
 		"  --pid-file PATH      write the process id to PATH\n"
 		"  --queue-depth N      most requests per session (1..1024, default 128)\n"
+		"  --sync-queue-depth N resync pieces in flight per pool (1..%u, default %u)\n"
+		"  --resync-rate RATE   resync bytes per second per pool; suffix K, M or G\n"
+		"                       for KiB, MiB, GiB (default 0: unlimited)\n"
 		"  --verbose            log debug messages\n"
 		"  --help               show this help\n",
-		MAX_STORES);
+		MAX_STORES, SYNC_QD_MAX, SYNC_QD_DEFAULT);
 }
 
 static int __attribute__((format(printf, 1, 2))) usage_error(const char *fmt, ...)
@@ -102,11 +116,50 @@ static int __attribute__((format(printf, 1, 2))) usage_error(const char *fmt, ..
 	return 2;
 }
 
+/*
+ * A byte rate: decimal digits with an optional K, M or G (KiB, MiB, GiB).
+ * @return 0, or -1 for anything else (a sign, spaces, overflow).
+ */
+static int parse_rate(const char *arg, uint64_t *out)
+{
+	unsigned long long v;
+	unsigned shift = 0;
+	char *end;
+
+	if (*arg < '0' || *arg > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(arg, &end, 10);
+	if (errno)
+		return -1;
+	switch (*end) {
+	case '\0':
+		break;
+	case 'K':
+		shift = 10;
+		break;
+	case 'M':
+		shift = 20;
+		break;
+	case 'G':
+		shift = 30;
+		break;
+	default:
+		return -1;
+	}
+	if (*end && end[1])
+		return -1;
+	if (v > (UINT64_MAX >> shift))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
 /* @return -1 to go on, or the exit status. */
 static int parse_args(int argc, char **argv, struct server_cfg *cfg)
 {
 	enum { O_LISTEN = 256, O_STORE, O_PROVIDER, O_TRANSPORT, O_CONTROL, O_READY,
-	       O_PID, O_QD, O_VERBOSE, O_HELP };
+	       O_PID, O_QD, O_SYNC_QD, O_RESYNC_RATE, O_VERBOSE, O_HELP };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "store", required_argument, NULL, O_STORE },
@@ -116,6 +169,8 @@ static int parse_args(int argc, char **argv, struct server_cfg *cfg)
 		{ "ready-file", required_argument, NULL, O_READY },
 		{ "pid-file", required_argument, NULL, O_PID },
 		{ "queue-depth", required_argument, NULL, O_QD },
+		{ "sync-queue-depth", required_argument, NULL, O_SYNC_QD },
+		{ "resync-rate", required_argument, NULL, O_RESYNC_RATE },
 		{ "verbose", no_argument, NULL, O_VERBOSE },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
@@ -161,6 +216,21 @@ static int parse_args(int argc, char **argv, struct server_cfg *cfg)
 			if (errno || end == optarg || *end || v < 1 || v > 1024)
 				return usage_error("bad --queue-depth '%s' (1..1024)", optarg);
 			cfg->queue_depth = (unsigned)v;
+			break;
+		case O_SYNC_QD:
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || optarg[0] < '0' || optarg[0] > '9' ||
+			    v < 1 || v > SYNC_QD_MAX)
+				return usage_error("bad --sync-queue-depth '%s' (1..%u)", optarg,
+						   SYNC_QD_MAX);
+			cfg->sync_queue_depth = (unsigned)v;
+			break;
+		case O_RESYNC_RATE:
+			if (parse_rate(optarg, &cfg->resync_rate) < 0)
+				return usage_error("bad --resync-rate '%s' (bytes per second, "
+						   "optional suffix K, M or G; 0 = unlimited)",
+						   optarg);
 			break;
 		case O_VERBOSE:
 			cfg->verbose = true;
@@ -299,7 +369,8 @@ out:
 	return buf;
 }
 
-static void control_serve_one(int lfd, struct rmr_server *srv)
+static void control_serve_one(int lfd, struct rmr_server *srv, struct brmr_store **stores,
+			      unsigned nstores)
 {
 	struct timeval tv = { .tv_sec = CONTROL_TIMEOUT_S };
 	char line[128];
@@ -339,6 +410,14 @@ static void control_serve_one(int lfd, struct rmr_server *srv)
 			write_all(fd, err, sizeof(err) - 1);
 		}
 		free(out);
+	} else if (!strcmp(line, "fault on") || !strcmp(line, "fault off")) {
+		bool on = !strcmp(line, "fault on");
+
+		for (unsigned i = 0; i < nstores; i++)
+			brmr_store_inject_fault(stores[i], on);
+		say("fault injection switched %s for %u store(s) (control socket)",
+		    on ? "on" : "off", nstores);
+		write_all(fd, "ok\n", 3);
 	} else {
 		static const char err[] = "error: unknown command\n";
 
@@ -349,7 +428,7 @@ static void control_serve_one(int lfd, struct rmr_server *srv)
 
 int main(int argc, char **argv)
 {
-	struct server_cfg cfg = { 0 };
+	struct server_cfg cfg = { .sync_queue_depth = SYNC_QD_DEFAULT };
 	struct brmr_store *stores[MAX_STORES] = { 0 };
 	struct rmr_server_pool *pools[MAX_STORES] = { 0 };
 	struct rmr_server *srv = NULL;
@@ -409,11 +488,16 @@ int main(int argc, char **argv)
 	}
 	for (unsigned i = 0; i < cfg.nstores; i++) {
 		struct brmr_store_info info = { .size = sizeof(info) };
+		struct brmr_serve_opts serve = {
+			.size = sizeof(serve),
+			.sync_queue_depth = cfg.sync_queue_depth,
+			.resync_rate = cfg.resync_rate,
+		};
 		char uuid[37];
 
 		brmr_store_info(stores[i], &info);
 		rmr_uuid_format(&info.pool_uuid, uuid);
-		ret = brmr_store_serve(stores[i], srv, &pools[i]);
+		ret = brmr_store_serve(stores[i], srv, &serve, &pools[i]);
 		if (ret < 0) {
 			say("store %s: cannot serve pool %s: %s", cfg.stores[i], info.pool_name,
 			    ret == -EBUSY ? "store is in use by another server (or listed twice)"
@@ -466,7 +550,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		if (ctl >= 0 && (pfd[1].revents & POLLIN))
-			control_serve_one(ctl, srv);
+			control_serve_one(ctl, srv, stores, cfg.nstores);
 	}
 
 out:

@@ -487,10 +487,11 @@ static int cmd_inspect(int argc, char **argv)
 		printf(",\"format_version\":%" PRIu32 ",\"pool_name\":\"%s\",\"pool_uuid\":\"%s\""
 		       ",\"pool_size\":%" PRIu64 ",\"chunk_size\":%" PRIu32 ",\"member_id\":%u"
 		       ",\"data_offset\":%" PRIu64 ",\"meta_offset\":%" PRIu64
-		       ",\"meta_size\":%" PRIu64 ",\"sequence\":%" PRIu64 ",\"members\":[",
+		       ",\"meta_size\":%" PRIu64 ",\"map_offset\":%" PRIu64
+		       ",\"map_size\":%" PRIu64 ",\"sequence\":%" PRIu64 ",\"members\":[",
 		       info.format_version, info.pool_name, uuid, info.pool_size, info.chunk_size,
 		       info.member_id, info.data_offset, info.meta_offset, info.meta_size,
-		       info.sequence);
+		       info.map_offset, info.map_size, info.sequence);
 		for (int i = 0; i < n; i++) {
 			printf("%s{\"id\":%u,\"addr\":", i ? "," : "", members[i].id);
 			json_string(members[i].addr);
@@ -508,6 +509,8 @@ static int cmd_inspect(int argc, char **argv)
 		printf("data_offset %" PRIu64 "\n", info.data_offset);
 		printf("meta_offset %" PRIu64 "\n", info.meta_offset);
 		printf("meta_size %" PRIu64 "\n", info.meta_size);
+		printf("map_offset %" PRIu64 "\n", info.map_offset);
+		printf("map_size %" PRIu64 "\n", info.map_size);
 		printf("sequence %" PRIu64 "\n", info.sequence);
 		printf("members %d\n", n);
 		for (int i = 0; i < n; i++)

@@ -8,9 +8,9 @@
  * boundaries and at the pool's largest request size.
  *
  * Storage side: a backing store (file or block device) holds a superblock, a
- * metadata area for librmr's blob, and the data. brmr_store_format() writes a
- * new one; brmr_store_open() checks and opens one; brmr_store_serve() serves
- * it through an rmr server.
+ * metadata area for librmr's blob, a dirty-map area for librmr's bitmaps, and
+ * the data. brmr_store_format() writes a new one; brmr_store_open() checks and
+ * opens one; brmr_store_serve() serves it through an rmr server.
  *
  * Threading: brmr_submit() may be called from any thread; callbacks run on
  * librmr's event-loop thread (or, when every piece of a request completed
@@ -175,6 +175,8 @@ struct brmr_store_info {
 	uint64_t meta_offset;         /**< byte offset of the metadata area */
 	uint64_t meta_size;           /**< bytes in the metadata area */
 	uint64_t sequence;            /**< superblock sequence number */
+	uint64_t map_offset;          /**< byte offset of the dirty-map area */
+	uint64_t map_size;            /**< bytes in the dirty-map area */
 };
 
 /**
@@ -193,20 +195,32 @@ void brmr_store_close(struct brmr_store *s);
 /** Copy the store's identity. @return 0, or -EINVAL if @c info->size is too small. */
 int brmr_store_info(struct brmr_store *s, struct brmr_store_info *info);
 
+/** Options of brmr_store_serve(). Zero means "default" for every number. */
+struct brmr_serve_opts {
+	size_t size;                  /**< sizeof(struct brmr_serve_opts) */
+	unsigned sync_queue_depth;    /**< resync pieces in flight (default 32, max 256) */
+	uint64_t resync_rate;         /**< resync bytes per second, 0 = unlimited */
+};
+
 /**
  * Serve @p s as a member of its pool on @p srv. The pool's member set
- * (rmr_pool_params.members_mask) comes from the superblock's member list.
+ * (rmr_pool_params.members_mask) and its peers (every listed member but this
+ * one, with the address it listens on) come from the superblock's member
+ * list; @p opts (NULL for the defaults) set the resync queue depth and rate.
+ * The store's dirty-map area backs librmr's dirty maps.
  * Takes an exclusive lock on the store: one server per store.
- * @return 0 and the pool in @p out; -EBUSY if another process serves the
- *         store; -EROFS if it was opened read-only; an error of
- *         rmr_server_add_pool().
+ * @return 0 and the pool in @p out; -EINVAL for bad arguments (or an
+ *         @c opts->size too small for its @c size field); -EBUSY if another
+ *         process serves the store; -EROFS if it was opened read-only; an
+ *         error of rmr_server_add_pool().
  */
 int brmr_store_serve(struct brmr_store *s, struct rmr_server *srv,
-		     struct rmr_server_pool **out);
+		     const struct brmr_serve_opts *opts, struct rmr_server_pool **out);
 
 /**
  * Switch fault injection on the store's I/O: while @p fail_io is true every
- * data request fails with -EIO (for tests and drills).
+ * data request, and every chunk export and import of a resync, fails with
+ * -EIO (for tests and drills). Metadata and dirty-map I/O are not affected.
  */
 void brmr_store_inject_fault(struct brmr_store *s, bool fail_io);
 

@@ -18,6 +18,7 @@
 #ifndef RMR_RMR_H
 #define RMR_RMR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -125,6 +126,11 @@ struct rmr_member_status {
 	uint64_t errors;                  /**< requests that failed on it */
 	uint64_t reconnects;              /**< sessions re-established */
 	uint32_t inflight;                /**< requests awaiting its answer */
+	uint64_t tx_bytes;                /**< bytes sent on the session, headers included */
+	uint64_t rx_bytes;                /**< bytes received on the session, headers included */
+	uint64_t resync_bytes;            /**< resync payload bytes on the session: always 0, the
+	                                       members copy chunks among themselves */
+	uint64_t map_updates;             /**< dirty-map updates it took from a peer at our request */
 };
 
 /** Snapshot of a pool as seen by a client; see rmr_client_status(). */

@@ -55,12 +55,19 @@ struct rmr_store_ops {
 	 */
 	void (*io)(void *store, struct rmr_store_io *io);
 	/**
-	 * Copy chunk @p chunk (@p len bytes, the chunk size or less for the last
-	 * chunk) into @p buf, for a peer that resyncs it. @return 0 or -errno.
+	 * Copy bytes [@p addr, @p addr + @p len) of the pool into @p buf, for a
+	 * peer that resyncs them. The range lies inside one chunk and is at
+	 * most the session's max io size. Called on the event loop; may block
+	 * briefly. @return 0 or -errno.
 	 */
-	int (*chunk_export)(void *store, uint64_t chunk, void *buf, uint32_t len);
-	/** Overwrite chunk @p chunk with @p buf. @return 0 or -errno. */
-	int (*chunk_import)(void *store, uint64_t chunk, const void *buf, uint32_t len);
+	int (*chunk_export)(void *store, uint64_t addr, void *buf, uint32_t len);
+	/**
+	 * Overwrite bytes [@p addr, @p addr + @p len) of the pool with @p buf,
+	 * copied from a peer during resync (same rules as @c chunk_export).
+	 * Need not be durable on return: librmr calls @c flush before it
+	 * records the chunk as clean. @return 0 or -errno.
+	 */
+	int (*chunk_import)(void *store, uint64_t addr, const void *buf, uint32_t len);
 	/**
 	 * Load the metadata blob saved last: copy up to @p cap bytes into
 	 * @p buf and set @p *len. A store that never saved one sets @p *len to
@@ -75,6 +82,20 @@ struct rmr_store_ops {
 	int (*meta_save)(void *store, const void *buf, size_t len);
 	/** Make every completed write durable. @return 0 or -errno. May be NULL. */
 	int (*flush)(void *store);
+	/**
+	 * Read @p len bytes at @p off of the dirty-map area, an array of
+	 * rmr_server_map_area_size() bytes that the store keeps for librmr
+	 * (zero when never written). May be NULL together with @c map_write:
+	 * dirty tracking then survives a restart only per whole member.
+	 * @return 0 or -errno.
+	 */
+	int (*map_read)(void *store, uint64_t off, void *buf, size_t len);
+	/**
+	 * Durably write @p len bytes at @p off of the dirty-map area. Writes
+	 * are 4 KiB aligned multiples of 4 KiB; a crash leaves each 4 KiB
+	 * block either old or new. @return 0 or -errno.
+	 */
+	int (*map_write)(void *store, uint64_t off, const void *buf, size_t len);
 };
 
 /**
@@ -86,6 +107,14 @@ void rmr_store_io_done(struct rmr_store_io *io, int status);
 
 /** Largest metadata blob librmr saves through @c meta_save. */
 size_t rmr_server_meta_max(void);
+
+/**
+ * Bytes of the dirty-map area a store keeps for a pool (see @c map_read):
+ * one bit per chunk for each of RMR_MAX_MEMBERS members, each member's
+ * bitmap rounded up to 4 KiB.
+ * @return the size, or 0 if the geometry is invalid.
+ */
+uint64_t rmr_server_map_area_size(uint64_t pool_size, uint32_t chunk_size);
 
 /** Options of rmr_server_create(). Zero means "default" for every number. */
 struct rmr_server_opts {
@@ -111,6 +140,12 @@ int rmr_server_create(const struct rmr_server_opts *opts, struct rmr_server **ou
 /** Stop serving: close every session and free the server. Pools must be removed first. */
 void rmr_server_destroy(struct rmr_server *s);
 
+/** Another member of a pool: the server keeps a member-to-member session to it. */
+struct rmr_peer {
+	uint16_t member_id;          /**< 1..RMR_MAX_MEMBER_ID, in @c members_mask */
+	const char *addr;            /**< where its server listens */
+};
+
 /** Identity and geometry of a served pool. */
 struct rmr_pool_params {
 	size_t size;                 /**< sizeof(struct rmr_pool_params) */
@@ -120,6 +155,10 @@ struct rmr_pool_params {
 	uint32_t chunk_size;         /**< power of two, 4 KiB..1 GiB */
 	uint16_t member_id;          /**< 1..RMR_MAX_MEMBER_ID */
 	uint64_t members_mask;       /**< every member id of the pool, bit n = id n; must include @c member_id */
+	unsigned npeers;             /**< entries in @c peers */
+	const struct rmr_peer *peers; /**< where the other members listen; copied */
+	unsigned sync_queue_depth;   /**< resync pieces in flight (default 32, max 256) */
+	uint64_t resync_rate;        /**< resync bytes per second, 0 = unlimited */
 };
 
 /**
@@ -140,6 +179,18 @@ int rmr_server_add_pool(struct rmr_server *s, const struct rmr_pool_params *para
  */
 void rmr_server_remove_pool(struct rmr_server_pool *p);
 
+/** A member-to-member session as the dialing member sees it. */
+struct rmr_peer_status {
+	uint16_t member_id;           /**< the peer's member id */
+	char addr[RMR_ADDR_MAX + 1];  /**< where it listens */
+	bool connected;               /**< session up (hello answered) */
+	uint64_t map_ver;             /**< the peer's map version at hello */
+	uint64_t sync_bytes;          /**< resync payload bytes received from it */
+	uint64_t map_bytes;           /**< dirty-map bytes received from it */
+	uint64_t reconnects;          /**< sessions opened after the first */
+	char reason[64];              /**< last change of the session */
+};
+
 /** State and counters of one served pool, part of #rmr_server_status. */
 struct rmr_server_pool_status {
 	char name[RMR_NAME_MAX + 1];  /**< pool name */
@@ -157,6 +208,20 @@ struct rmr_server_pool_status {
 	uint64_t write_bytes;         /**< payload bytes written */
 	uint64_t errors;              /**< requests that failed in the store */
 	uint64_t meta_saves;          /**< metadata blobs written */
+	uint64_t map_writes;          /**< dirty-map blocks written */
+	uint32_t sync_queue_depth;    /**< resync pieces allowed in flight */
+	uint64_t resync_rate_limit;   /**< bytes per second, 0 = unlimited */
+	bool resync_running;          /**< own dirty chunks are being copied in */
+	bool resync_waiting;          /**< own chunks dirty, but no peer can provide them now */
+	uint64_t resync_total;        /**< chunks dirty for this member since it last was clean */
+	uint64_t resync_done;         /**< of those, chunks copied in (or overwritten whole) */
+	uint64_t resync_bytes;        /**< bytes copied in from peers, lifetime */
+	uint64_t resync_bps;          /**< copy rate over the last seconds, bytes per second */
+	uint64_t resync_eta_s;        /**< seconds left at that rate (0 if unknown or done) */
+	uint64_t served_sync_bytes;   /**< bytes sent to peers for their resync */
+	uint64_t map_pulls;           /**< dirty-map updates taken from a peer */
+	uint32_t npeers;              /**< entries used in @c peers */
+	struct rmr_peer_status peers[RMR_MAX_MEMBERS]; /**< member-to-member sessions this member dials */
 };
 
 /** Snapshot of a server; see rmr_server_status(). */

@@ -80,6 +80,8 @@ int member_send(struct member *m, const struct iovec *iov, int iovcnt, void *op_
 	if (ret == 0) {
 		m->tx_inflight++;
 		m->last_tx = loop_now(c->loop);
+		for (int i = 0; i < iovcnt; i++)
+			m->tx_bytes += iov[i].iov_len;
 	}
 	return ret;
 }
@@ -144,7 +146,7 @@ static void member_drop_conn(struct member *m)
 	m->connected = false;
 	m->hello_done = false;
 	m->tx_inflight = 0;
-	m->hello.sending = m->heartbeat.sending = m->goodbye.sending = false;
+	m->hello.sending = m->heartbeat.sending = m->goodbye.sending = m->pull.sending = false;
 }
 
 static void check_open_done(struct rmr_client *c);
@@ -155,6 +157,7 @@ void member_fail(struct member *m, const char *reason)
 
 	member_drop_conn(m);
 	m->resolved = true;
+	m->want_pull = m->pulling = false; /* writes thaw on the next tick */
 	if (m->state != RMR_MEMBER_FAILED) {
 		if (m->state == RMR_MEMBER_NORMAL)
 			m->errors++;
@@ -189,22 +192,102 @@ static void member_connect(struct member *m)
 /* --- admission --------------------------------------------------------- */
 
 /*
- * A member is admitted to I/O only if nobody knows it missed a write. Until
- * dirty-chunk resync exists, a member that missed writes stays RECONNECTING:
- * it must never serve a stale read.
+ * A member is admitted to I/O only if nobody knows it missed a write, or
+ * once it took the dirty maps from a current member: it then copies what it
+ * missed from its peers by itself, and never serves a stale chunk.
  */
 static void member_admit(struct member *m)
 {
 	struct rmr_client *c = m->c;
 
-	if (m->state != RMR_MEMBER_RECONNECTING)
+	if (m->state != RMR_MEMBER_RECONNECTING || m->want_pull)
 		return;
 	if (c->missed_ids & (1ull << m->id)) {
-		snprintf(m->reason, sizeof(m->reason), "missed writes; awaiting resync");
+		m->want_pull = true;
+		snprintf(m->reason, sizeof(m->reason), "missed writes; taking the dirty maps");
+		client_try_pulls(c);
 		return;
 	}
 	m->backoff_ms = 0;
 	member_set_state(m, RMR_MEMBER_NORMAL, "hello done, holds every acknowledged write");
+}
+
+static void send_pull(struct member *m, const struct member *src)
+{
+	struct rmr_client *c = m->c;
+	struct rmr_msg msg = {
+		.type = RMR_MSG_MAP_PULL,
+		.pool_uuid = c->uuid,
+		.map_ver = c->map_ver,
+		.op = src->id,
+	};
+	uint64_t timeout = RMR_MAX((uint64_t)c->opts.request_timeout_ms, 30000);
+
+	m->pull.kind = SEND_CTRL;
+	rmr_wire_encode(&m->pull.hdr, &msg);
+	if (send_ctrl(m, &m->pull, 0) < 0) {
+		member_fail(m, "cannot send map pull");
+		return;
+	}
+	m->pulling = true;
+	m->pull_deadline = loop_now(c->loop) + timeout * NS_PER_MS;
+	log_notice("pool=%s member=%u addr=%s: taking the dirty maps from member %u", c->name,
+		   m->id, m->addr, src->id);
+}
+
+void client_try_pulls(struct rmr_client *c)
+{
+	struct member *src = NULL;
+	bool want = false;
+
+	for (unsigned i = 0; i < c->nmembers; i++)
+		want |= c->members[i].want_pull;
+	for (unsigned i = 0; i < c->nmembers; i++) {
+		struct member *m = &c->members[i];
+
+		if (m->state == RMR_MEMBER_NORMAL && (!src || m->map_ver > src->map_ver))
+			src = m;
+	}
+	if (!want || !src || c->closing) {
+		for (unsigned i = 0; want && !src && i < c->nmembers; i++)
+			if (c->members[i].want_pull)
+				snprintf(c->members[i].reason, sizeof(c->members[i].reason),
+					 "missed writes; no current member to take maps from");
+		if (c->frozen)
+			client_io_thaw(c);
+		return;
+	}
+	c->frozen = true;
+	if (client_io_writes_in_flight(c))
+		return;
+	for (unsigned i = 0; i < c->nmembers; i++) {
+		struct member *m = &c->members[i];
+
+		if (m->want_pull && !m->pulling)
+			send_pull(m, src);
+	}
+}
+
+static void on_pull_rsp(struct member *m, const struct rmr_msg *msg)
+{
+	struct rmr_client *c = m->c;
+	char why[64];
+
+	if (!m->pulling)
+		return;
+	m->pulling = m->want_pull = false;
+	if (msg->status < 0) {
+		snprintf(why, sizeof(why), "map update failed: %s", strerror(-msg->status));
+		member_fail(m, why);
+	} else {
+		c->missed_ids &= ~(1ull << m->id);
+		c->map_ver = RMR_MAX(c->map_ver, msg->map_ver);
+		m->map_ver = msg->map_ver;
+		m->map_updates++;
+		m->backoff_ms = 0;
+		member_set_state(m, RMR_MEMBER_NORMAL, "took the dirty maps; resyncs from its peers");
+	}
+	client_try_pulls(c);
 }
 
 static void finish_open(struct rmr_client *c)
@@ -340,6 +423,7 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 
 	m->rx_lent = rx;
 	m->last_rx = loop_now(c->loop);
+	m->rx_bytes += len;
 	ret = rmr_wire_decode(buf, len, &msg, why, sizeof(why));
 	if (ret == 0 && msg.sender_id != m->id && m->hello_done) {
 		snprintf(why, sizeof(why), "sender id %u on the session of member %u",
@@ -367,6 +451,10 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 		if (m->hello_done)
 			client_io_on_response(c, m, &msg);
 		break;
+	case RMR_MSG_MAP_PULL_RSP:
+		if (m->hello_done)
+			on_pull_rsp(m, &msg);
+		break;
 	case RMR_MSG_GOODBYE:
 		member_fail(m, "member said goodbye");
 		break;
@@ -374,6 +462,13 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 	case RMR_MSG_READ:
 	case RMR_MSG_WRITE:
 	case RMR_MSG_MAP_ADD:
+	case RMR_MSG_MAP_PULL:
+	case RMR_MSG_MAP_GET:
+	case RMR_MSG_MAP_GET_RSP:
+	case RMR_MSG_SYNC_READ:
+	case RMR_MSG_SYNC_READ_RSP:
+	case RMR_MSG_MAP_CLEAR:
+	case RMR_MSG_MAP_CLEAR_RSP:
 		log_err("pool=%s member=%u: unexpected %s from a member", c->name, m->id,
 			rmr_msg_type_name(msg.type));
 		member_fail(m, "protocol violation");
@@ -469,6 +564,7 @@ static void client_tick(void *ctx, uint64_t now)
 	struct rmr_client *c = ctx;
 	uint64_t hb = c->opts.heartbeat_ms * NS_PER_MS;
 	uint64_t silence = c->opts.failure_timeout_ms * NS_PER_MS;
+	bool want_pull;
 
 	for (unsigned i = 0; i < c->nmembers; i++) {
 		struct member *m = &c->members[i];
@@ -489,6 +585,16 @@ static void client_tick(void *ctx, uint64_t now)
 			member_connect(m);
 	}
 	client_io_check_deadlines(c, now);
+	want_pull = c->frozen;
+	for (unsigned i = 0; i < c->nmembers; i++) {
+		struct member *m = &c->members[i];
+
+		if (m->pulling && now > m->pull_deadline)
+			member_fail(m, "map update timed out");
+		want_pull |= m->want_pull;
+	}
+	if (want_pull)
+		client_try_pulls(c);
 	if (c->opening && now >= c->open_deadline)
 		finish_open(c);
 }
@@ -776,6 +882,9 @@ static void fill_status(void *arg)
 		ms->errors = m->errors;
 		ms->reconnects = m->reconnects;
 		ms->inflight = m->inflight;
+		ms->tx_bytes = m->tx_bytes;
+		ms->rx_bytes = m->rx_bytes;
+		ms->map_updates = m->map_updates;
 	}
 }
 

@@ -91,9 +91,13 @@ struct member {
 	uint64_t map_ver, incarnation;
 	unsigned tx_inflight;
 	unsigned inflight;
-	struct ctrl_msg hello, heartbeat, goodbye;
+	struct ctrl_msg hello, heartbeat, goodbye, pull;
+	bool want_pull;              /* missed writes: must take the maps before NORMAL */
+	bool pulling;                /* MAP_PULL sent, no answer yet */
+	uint64_t pull_deadline;      /* ns */
 	/* counters */
 	uint64_t reads, writes, read_bytes, write_bytes, errors, reconnects;
+	uint64_t tx_bytes, rx_bytes, map_updates;
 };
 
 struct rmr_client {
@@ -130,6 +134,13 @@ struct rmr_client {
 
 	/* writes not yet finished, in submission order (for overlap ordering) */
 	struct slot *writes_head, *writes_tail;
+	/*
+	 * While a returning member takes the dirty maps, no write may be in
+	 * flight: one that misses it could be marked after its map was copied.
+	 * Writes ready to go wait here, in order.
+	 */
+	bool frozen;
+	struct slot *held_head, *held_tail;
 
 	/* open/close handshake with the caller's thread */
 	pthread_mutex_t state_lock;
@@ -146,6 +157,8 @@ struct rmr_client {
 void member_fail(struct member *m, const char *reason);
 int member_send(struct member *m, const struct iovec *iov, int iovcnt, void *op_ctx);
 unsigned client_normal_count(struct rmr_client *c);
+/* Writes are frozen and may have drained: send the map pulls that wait. */
+void client_try_pulls(struct rmr_client *c);
 
 /* client_io.c */
 void client_io_drain_submissions(struct rmr_client *c);
@@ -154,5 +167,9 @@ void client_io_on_send_done(struct rmr_client *c, struct member *m, struct leg *
 void client_io_member_lost(struct rmr_client *c, struct member *m);
 void client_io_check_deadlines(struct rmr_client *c, uint64_t now);
 int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned flags);
+/* Is any write sent and not finished? */
+bool client_io_writes_in_flight(const struct rmr_client *c);
+/* End a freeze: send the writes held back, in order. */
+void client_io_thaw(struct rmr_client *c);
 
 #endif

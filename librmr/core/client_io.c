@@ -158,6 +158,8 @@ static void complete(struct rmr_client *c, struct slot *s, int status)
 	if (was_write)
 		write_finished(c, s);
 	release_slot(c, s);
+	if (was_write && c->frozen)
+		client_try_pulls(c);
 }
 
 /* --- sending ------------------------------------------------------------- */
@@ -233,6 +235,17 @@ static void dispatch_write(struct rmr_client *c, struct slot *s)
 {
 	uint64_t normal = normal_ids(c), failed = 0;
 
+	if (c->frozen) {
+		s->phase = SLOT_BLOCKED;
+		s->ready_next = NULL;
+		if (c->held_tail)
+			c->held_tail->ready_next = s;
+		else
+			c->held_head = s;
+		c->held_tail = s;
+		return;
+	}
+
 	s->phase = SLOT_SENT;
 	s->legs_mask = 0;
 	/* Every member of the pool that is not NORMAL misses this write. */
@@ -279,6 +292,28 @@ static void write_enqueue(struct rmr_client *c, struct slot *s)
 		dispatch_write(c, s);
 	else
 		s->phase = SLOT_BLOCKED;
+}
+
+bool client_io_writes_in_flight(const struct rmr_client *c)
+{
+	for (const struct slot *w = c->writes_head; w; w = w->next)
+		if (w->phase == SLOT_SENT || w->phase == SLOT_MAP_ADD)
+			return true;
+	return false;
+}
+
+void client_io_thaw(struct rmr_client *c)
+{
+	struct slot *s = c->held_head;
+
+	c->frozen = false;
+	c->held_head = c->held_tail = NULL;
+	while (s) {
+		struct slot *next = s->ready_next;
+
+		dispatch_write(c, s);
+		s = next;
+	}
 }
 
 static void write_finished(struct rmr_client *c, struct slot *s)

@@ -22,88 +22,12 @@
 #include "compiler.h"
 #include "log.h"
 #include "loop.h"
-#include "server_pool.h"
+#include "peer.h"
+#include "resync.h"
+#include "server_internal.h"
 #include "wire.h"
 #include <rmr/server.h>
 #include <rmr/transport.h>
-
-#define DEF_QUEUE_DEPTH 128
-#define MAX_QUEUE_DEPTH 1024
-#define DEF_MAX_IO (128u * 1024)
-#define DEF_HEARTBEAT_MS 250
-#define DEF_FAILURE_MS 2000
-#define NS_PER_MS 1000000ull
-#define HDR_LEN sizeof(struct rmr_wire_hdr)
-
-enum send_kind { SEND_ANSWER = 1, SEND_CTRL = 2 };
-
-struct srv_session;
-
-struct srv_req {
-	struct rmr_store_io io;      /* handed to the store; first for container_of */
-	struct srv_session *sess;
-	void *buf, *rx;              /* the receive buffer it arrived in */
-	unsigned type;               /* request message type */
-	uint32_t slot, seq;
-	int status;
-	bool busy;                   /* between arrival and answer handed to the transport */
-	bool in_store;               /* the store has it */
-	struct srv_req *done_next;   /* completions from other threads */
-};
-
-/*
- * An answer on its way out, holding the receive buffer it is sent from. Kept
- * apart from the request slot: the client may reuse the slot as soon as it
- * got the answer, which can be before our send completion is reaped.
- */
-struct srv_answer {
-	uint8_t kind;                /* SEND_ANSWER: send op_ctx points here */
-	void *rx;
-	struct srv_answer *next_free;
-};
-
-struct srv_ctrl {
-	uint8_t kind;                /* SEND_CTRL */
-	struct rmr_wire_hdr hdr;
-	struct rmr_wire_hello_rsp body;
-	bool sending;
-};
-
-struct srv_session {
-	struct rmr_server *srv;
-	struct rmr_conn *conn;
-	struct srv_pool *pool;       /* NULL until the hello */
-	struct srv_session *next, *prev;
-	uint64_t created, last_rx, last_tx;
-	uint32_t qd, max_io;
-	uint32_t role;
-	bool dead;                   /* closing: waits for the store, then freed */
-	bool close_after_send;       /* refused hello: close once the answer left */
-	unsigned in_store;
-	struct srv_req *reqs;        /* qd request slots */
-	struct srv_req *map_reqs;    /* qd MAP_ADD slots (same index as the write) */
-	struct srv_answer *answers;  /* n_answers, one per send the transport may hold */
-	struct srv_answer *free_answers;
-	uint32_t n_answers;
-	struct srv_ctrl hello_rsp, heartbeat;
-};
-
-struct rmr_server {
-	struct rmr_server_opts opts;
-	char listen_addr[RMR_ADDR_MAX + 1];
-	char name[RMR_ADDR_MAX + 1];
-	const struct rmr_transport_ops *tops;
-	void *tp;
-	struct loop *loop;
-	uint64_t incarnation;
-	struct srv_pool *pools[RMR_SERVER_MAX_POOLS];
-	struct srv_session *sessions;
-	uint32_t nsessions;
-	uint64_t rejected;
-
-	pthread_mutex_t done_lock;
-	struct srv_req *done_head;
-};
 
 /* --- sessions -------------------------------------------------------------- */
 
@@ -145,6 +69,7 @@ static void session_close(struct srv_session *sess, const char *reason)
 		log_info("%s: session%s%s closed: %s", s->name, sess->pool ? " of pool=" : "",
 			 sess->pool ? sess->pool->name : "", reason);
 	sess->dead = true;
+	map_transfer_forget(sess->pool, sess);
 	if (sess->in_store == 0)
 		session_free(sess);
 }
@@ -167,7 +92,7 @@ static int session_send(struct srv_session *sess, void *buf, size_t len, void *o
 	return ret;
 }
 
-static void ctrl_send(struct srv_session *sess, struct srv_ctrl *cm, unsigned type, int status,
+void server_ctrl_send(struct srv_session *sess, struct srv_ctrl *cm, unsigned type, int status,
 		      size_t body_len)
 {
 	struct rmr_msg msg = {
@@ -213,9 +138,12 @@ static struct srv_pool *find_pool(struct rmr_server *s, const rmr_uuid *uuid, co
 	return NULL;
 }
 
-/* @h was decoded from a HELLO for @uuid; its receive buffer is already released. */
-static void on_hello(struct srv_session *sess, const rmr_uuid *uuid, const struct rmr_hello *hp)
+/* @hp was decoded from @hmsg; its receive buffer is already released. */
+static void on_hello(struct srv_session *sess, const struct rmr_msg *hmsg,
+		     const struct rmr_hello *hp)
 {
+	const rmr_uuid *uuid = &hmsg->pool_uuid;
+	uint16_t sender = hmsg->sender_id;
 	struct rmr_server *s = sess->srv;
 	struct rmr_hello h = *hp;
 	struct rmr_hello_rsp rsp;
@@ -228,11 +156,24 @@ static void on_hello(struct srv_session *sess, const rmr_uuid *uuid, const struc
 		s->rejected++;
 		log_warn("%s: refusing session: %s", s->name, why);
 		sess->close_after_send = true;
-		ctrl_send(sess, &sess->hello_rsp, RMR_MSG_HELLO_RSP, -ENOENT, 0);
+		server_ctrl_send(sess, &sess->hello_rsp, RMR_MSG_HELLO_RSP, -ENOENT, 0);
 		if (!sess->hello_rsp.sending)
 			session_close(sess, why);
 		return;
 	}
+	if (h.role == RMR_ROLE_PEER &&
+	    (sender == p->params.member_id || !(p->params.members_mask & (1ull << sender)))) {
+		snprintf(why, sizeof(why), "peer claims member id %u, not another member of '%s'",
+			 sender, p->name);
+		s->rejected++;
+		log_warn("%s: refusing session: %s", s->name, why);
+		sess->close_after_send = true;
+		server_ctrl_send(sess, &sess->hello_rsp, RMR_MSG_HELLO_RSP, -EPERM, 0);
+		if (!sess->hello_rsp.sending)
+			session_close(sess, why);
+		return;
+	}
+	sess->peer_id = h.role == RMR_ROLE_PEER ? sender : 0;
 	sess->qd = RMR_MIN(h.queue_depth, s->opts.queue_depth);
 	sess->max_io = RMR_MIN(h.max_io_size, s->opts.max_io_size);
 	sess->role = h.role;
@@ -264,10 +205,13 @@ static void on_hello(struct srv_session *sess, const rmr_uuid *uuid, const struc
 	rsp.incarnation = s->incarnation;
 	snprintf(rsp.pool_name, sizeof(rsp.pool_name), "%s", p->name);
 	rmr_wire_encode_hello_rsp(&sess->hello_rsp.body, &rsp);
-	ctrl_send(sess, &sess->hello_rsp, RMR_MSG_HELLO_RSP, 0, sizeof(sess->hello_rsp.body));
-	log_info("pool=%s member=%u: %s session open (queue depth %u, max io %u)", p->name,
-		 p->params.member_id, h.role == RMR_ROLE_CLIENT ? "client" : "peer", sess->qd,
-		 sess->max_io);
+	server_ctrl_send(sess, &sess->hello_rsp, RMR_MSG_HELLO_RSP, 0, sizeof(sess->hello_rsp.body));
+	if (h.role == RMR_ROLE_CLIENT)
+		log_info("pool=%s member=%u: client session open (queue depth %u, max io %u)",
+			 p->name, p->params.member_id, sess->qd, sess->max_io);
+	else
+		log_info("pool=%s member=%u: session from member %u open", p->name,
+			 p->params.member_id, sender);
 }
 
 /* --- requests -------------------------------------------------------------- */
@@ -283,6 +227,8 @@ static void req_answer(struct srv_req *req, unsigned type, int status, uint32_t 
 		.slot = req->slot,
 		.seq = req->seq,
 		.map_ver = p->map_ver,
+		.op = req->io.op,
+		.op_flags = req->io.op_flags,
 		.addr = req->io.addr,
 		.len = req->io.len,
 		.payload_len = status == 0 ? payload_len : 0,
@@ -319,6 +265,7 @@ static void req_done(struct srv_req *req)
 	bool read = req->type == RMR_MSG_READ;
 
 	req->in_store = false;
+	resync_release(p, req, req->status);
 	sess->in_store--;
 	if (sess->dead) {
 		if (sess->in_store == 0)
@@ -340,6 +287,26 @@ static void req_done(struct srv_req *req)
 		   read ? req->io.len : 0);
 }
 
+/* Hand a client READ or WRITE to the store, unless it waits for a chunk copy. */
+static void req_start(struct srv_req *req)
+{
+	struct srv_pool *p = req->sess->pool;
+
+	if (resync_hold(p, req))
+		return;
+	p->ops.io(p->store, &req->io);
+}
+
+void server_req_resume(struct srv_req *req, int status)
+{
+	if (status < 0 || req->sess->dead) {
+		req->status = status < 0 ? status : -ECANCELED;
+		req_done(req);
+		return;
+	}
+	req_start(req);
+}
+
 RMR_EXPORT void rmr_store_io_done(struct rmr_store_io *io, int status)
 {
 	struct srv_req *req = rmr_container_of(io, struct srv_req, io);
@@ -357,6 +324,14 @@ RMR_EXPORT void rmr_store_io_done(struct rmr_store_io *io, int status)
 	loop_wake(s->loop);
 }
 
+/* Which requests each role may send. */
+static bool role_allows(uint32_t role, unsigned type)
+{
+	if (role == RMR_ROLE_CLIENT)
+		return type == RMR_MSG_READ || type == RMR_MSG_WRITE || type == RMR_MSG_MAP_ADD;
+	return type == RMR_MSG_MAP_GET || type == RMR_MSG_SYNC_READ || type == RMR_MSG_MAP_CLEAR;
+}
+
 /* Check a request against the session and pool; returns a reason or NULL. */
 static const char *request_invalid(struct srv_session *sess, const struct rmr_msg *msg)
 {
@@ -364,19 +339,66 @@ static const char *request_invalid(struct srv_session *sess, const struct rmr_ms
 
 	if (!p)
 		return "request before hello";
+	if (!role_allows(sess->role, msg->type))
+		return sess->role == RMR_ROLE_CLIENT ? "member-to-member request from a client"
+						     : "client request from a member";
 	if (memcmp(&msg->pool_uuid, &p->params.uuid, sizeof(rmr_uuid)))
 		return "request for another pool";
+	if (sess->role == RMR_ROLE_PEER && msg->sender_id != sess->peer_id)
+		return "sender id differs from the hello's";
 	if (msg->slot >= sess->qd)
 		return "slot beyond the queue depth";
+	if (msg->type == RMR_MSG_MAP_CLEAR)
+		return msg->addr >= p->nchunks || msg->len > p->nchunks - msg->addr
+			       ? "MAP_CLEAR beyond the pool's chunks" : NULL;
+	if (msg->type == RMR_MSG_MAP_GET)
+		return msg->op > RMR_MAX_MEMBER_ID || msg->addr >= p->nchunks
+			       ? "MAP_GET cursor beyond the maps" : NULL;
 	if (msg->addr > p->params.pool_size || msg->len > p->params.pool_size - msg->addr)
 		return "range beyond the pool";
 	if (msg->type == RMR_MSG_MAP_ADD)
 		return sess->map_reqs[msg->slot].busy ? "MAP_ADD slot already busy" : NULL;
 	if (sess->reqs[msg->slot].busy)
 		return "slot already busy";
-	if ((msg->type == RMR_MSG_READ || msg->payload_len) && msg->len > sess->max_io)
+	if ((msg->type == RMR_MSG_READ || msg->type == RMR_MSG_SYNC_READ || msg->payload_len) &&
+	    msg->len > sess->max_io)
 		return "request larger than the session's max io";
+	if (msg->type == RMR_MSG_SYNC_READ &&
+	    pool_first_chunk(p, msg->addr) != pool_last_chunk(p, msg->addr, msg->len))
+		return "SYNC_READ across a chunk boundary";
 	return NULL;
+}
+
+/* A peer copies bytes of a chunk this member holds. */
+static void serve_sync_read(struct srv_req *req)
+{
+	struct srv_pool *p = req->sess->pool;
+	uint64_t chunk = pool_first_chunk(p, req->io.addr);
+	int ret = -EAGAIN;
+
+	if (!(dirty_map_get(pool_own_map(p), chunk) & DIRTY_BIT) &&
+	    !sync_index_find(&p->syncing, chunk))
+		ret = p->ops.chunk_export(p->store, req->io.addr, req->io.data, req->io.len);
+	if (ret == 0)
+		p->served_sync_bytes += req->io.len;
+	else if (ret != -EAGAIN)
+		p->errors++;
+	req_answer(req, RMR_MSG_SYNC_READ_RSP, ret, ret == 0 ? req->io.len : 0);
+}
+
+static void serve_map_get(struct srv_req *req)
+{
+	struct srv_session *sess = req->sess;
+	uint16_t id = req->io.op ? req->io.op : 1;
+	uint64_t chunk = req->io.addr;
+	bool last;
+	uint32_t n = map_transfer_serve(sess->pool, req->io.data, sess->max_io, &id, &chunk, &last);
+
+	req->io.op = id;
+	req->io.addr = chunk;
+	req->io.len = 0;
+	req->io.op_flags = last ? RMR_MAP_GET_LAST : 0;
+	req_answer(req, RMR_MSG_MAP_GET_RSP, 0, n);
 }
 
 static void on_request(struct srv_session *sess, const struct rmr_msg *msg, void *buf, void *rx)
@@ -399,41 +421,66 @@ static void on_request(struct srv_session *sess, const struct rmr_msg *msg, void
 	req->slot = msg->slot;
 	req->seq = msg->seq;
 	req->status = 0;
+	req->clears_chunk = false;
 	req->io.kind = msg->type == RMR_MSG_READ ? RMR_IO_READ : RMR_IO_WRITE;
 	req->io.op = msg->op;
 	req->io.op_flags = msg->op_flags;
 	req->io.addr = msg->addr;
 	req->io.len = msg->len;
-	req->io.data = NULL;
+	req->io.data = (char *)buf + HDR_LEN;
 	req->io.data_len = 0;
 
-	if (msg->type == RMR_MSG_MAP_ADD) {
+	switch (msg->type) {
+	case RMR_MSG_SYNC_READ:
+		serve_sync_read(req);
+		return;
+	case RMR_MSG_MAP_GET:
+		serve_map_get(req);
+		return;
+	case RMR_MSG_MAP_CLEAR:
+		resync_peer_clean(p, sess->peer_id, msg->map_ver, msg->addr, msg->len);
+		req_answer(req, RMR_MSG_MAP_CLEAR_RSP, 0, 0);
+		return;
+	case RMR_MSG_MAP_ADD:
 		ret = pool_note(p, msg->map_ver, msg->missed);
 		if (ret == 0)
-			ret = pool_mark(p, msg->missed, msg->addr, msg->len);
+			ret = pool_mark(p, msg->missed, msg->map_ver, msg->addr, msg->len);
 		req_answer(req, RMR_MSG_MAP_ADD_RSP, ret, 0);
 		return;
-	}
-	if (msg->type == RMR_MSG_WRITE) {
+	case RMR_MSG_WRITE:
 		ret = pool_note(p, msg->map_ver, msg->missed);
 		if (ret == 0)
-			ret = pool_mark(p, msg->missed, msg->addr, msg->len);
+			ret = pool_mark(p, msg->missed, msg->map_ver, msg->addr, msg->len);
 		if (ret < 0) {
 			p->errors++;
 			req_answer(req, RMR_MSG_WRITE_RSP, -EIO, 0);
 			return;
 		}
-		if (msg->payload_len) {
-			req->io.data = (char *)buf + HDR_LEN;
+		if (msg->payload_len)
 			req->io.data_len = msg->payload_len;
-		}
-	} else {
-		req->io.data = (char *)buf + HDR_LEN;
+		else
+			req->io.data = NULL;
+		break;
+	default: /* READ */
 		req->io.data_len = msg->len;
+		break;
 	}
+	/* A client sends I/O only to a member it holds current. */
+	p->maps_current = true;
 	req->in_store = true;
 	sess->in_store++;
-	p->ops.io(p->store, &req->io);
+	req_start(req);
+}
+
+static void on_map_pull(struct srv_session *sess, const struct rmr_msg *msg)
+{
+	if (sess->role != RMR_ROLE_CLIENT ||
+	    memcmp(&msg->pool_uuid, &sess->pool->params.uuid, sizeof(rmr_uuid))) {
+		session_reject(sess, "MAP_PULL from a member or for another pool");
+		return;
+	}
+	pool_note(sess->pool, msg->map_ver, 0);
+	map_transfer_pull(sess->pool, sess, msg->op);
 }
 
 /* --- transport upcalls ------------------------------------------------------ */
@@ -445,10 +492,11 @@ static void *ev_accepted(void *ev_ctx, struct rmr_conn *conn)
 
 	if (!sess)
 		return NULL;
+	sess->conn_kind = CONN_SESSION;
 	sess->srv = s;
 	sess->conn = conn;
 	sess->created = sess->last_rx = sess->last_tx = loop_now(s->loop);
-	sess->hello_rsp.kind = sess->heartbeat.kind = SEND_CTRL;
+	sess->hello_rsp.kind = sess->heartbeat.kind = sess->pull_rsp.kind = SEND_CTRL;
 	sess->next = s->sessions;
 	if (s->sessions)
 		s->sessions->prev = sess;
@@ -457,11 +505,17 @@ static void *ev_accepted(void *ev_ctx, struct rmr_conn *conn)
 	return sess;
 }
 
+/* Connections this server dialed are member-to-member sessions (peer.c). */
+static bool is_peer(void *conn_ctx)
+{
+	return *(uint8_t *)conn_ctx == CONN_PEER;
+}
+
 static void ev_connected(void *ev_ctx, void *conn_ctx, int status)
 {
 	(void)ev_ctx;
-	(void)conn_ctx;
-	(void)status; /* the server does not dial out (yet) */
+	if (is_peer(conn_ctx))
+		peer_on_connected(conn_ctx, status);
 }
 
 static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *rx)
@@ -472,6 +526,10 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 	char why[128];
 	int ret;
 
+	if (is_peer(conn_ctx)) {
+		peer_on_recv(conn_ctx, buf, len, rx);
+		return;
+	}
 	if (sess->dead) {
 		s->tops->recv_release(s->tp, sess->conn, rx);
 		return;
@@ -501,14 +559,21 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 		if (ret < 0)
 			session_reject(sess, why);
 		else
-			on_hello(sess, &msg.pool_uuid, &h);
+			on_hello(sess, &msg, &h);
 		return;
 	}
 	case RMR_MSG_READ:
 	case RMR_MSG_WRITE:
 	case RMR_MSG_MAP_ADD:
+	case RMR_MSG_MAP_GET:
+	case RMR_MSG_SYNC_READ:
+	case RMR_MSG_MAP_CLEAR:
 		on_request(sess, &msg, buf, rx);
 		return; /* the request owns the buffer now */
+	case RMR_MSG_MAP_PULL:
+		s->tops->recv_release(s->tp, sess->conn, rx);
+		on_map_pull(sess, &msg);
+		return;
 	case RMR_MSG_HEARTBEAT:
 		s->tops->recv_release(s->tp, sess->conn, rx);
 		return;
@@ -520,6 +585,10 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 	case RMR_MSG_READ_RSP:
 	case RMR_MSG_WRITE_RSP:
 	case RMR_MSG_MAP_ADD_RSP:
+	case RMR_MSG_MAP_PULL_RSP:
+	case RMR_MSG_MAP_GET_RSP:
+	case RMR_MSG_SYNC_READ_RSP:
+	case RMR_MSG_MAP_CLEAR_RSP:
 		s->tops->recv_release(s->tp, sess->conn, rx);
 		session_reject(sess, "answer sent to a server");
 		return;
@@ -532,6 +601,10 @@ static void ev_send_done(void *ev_ctx, void *conn_ctx, void *op_ctx, int status)
 	struct srv_session *sess = conn_ctx;
 	uint8_t kind = *(uint8_t *)op_ctx;
 
+	if (is_peer(conn_ctx)) {
+		peer_on_send_done(conn_ctx, op_ctx, status);
+		return;
+	}
 	if (kind == SEND_CTRL) {
 		struct srv_ctrl *cm = rmr_container_of(op_ctx, struct srv_ctrl, kind);
 
@@ -558,6 +631,10 @@ static void ev_closed(void *ev_ctx, void *conn_ctx, int reason)
 	char why[64];
 
 	(void)ev_ctx;
+	if (is_peer(conn_ctx)) {
+		peer_on_closed(conn_ctx, reason);
+		return;
+	}
 	snprintf(why, sizeof(why), "connection lost: %s", strerror(-reason));
 	session_close(sess, why);
 }
@@ -606,7 +683,17 @@ static void server_tick(void *ctx, uint64_t now)
 			continue;
 		}
 		if (sess->pool && now - sess->last_tx >= hb)
-			ctrl_send(sess, &sess->heartbeat, RMR_MSG_HEARTBEAT, 0, 0);
+			server_ctrl_send(sess, &sess->heartbeat, RMR_MSG_HEARTBEAT, 0, 0);
+	}
+	for (unsigned i = 0; i < RMR_SERVER_MAX_POOLS; i++) {
+		struct srv_pool *p = s->pools[i];
+
+		if (!p || p->removing)
+			continue;
+		for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+			if (p->peers[id])
+				peer_tick(p->peers[id], now);
+		resync_tick(p, now);
 	}
 }
 
@@ -726,8 +813,17 @@ RMR_EXPORT void rmr_server_destroy(struct rmr_server *s)
 struct pool_call {
 	struct rmr_server *s;
 	struct srv_pool *p;
+	const struct rmr_pool_params *params;
 	int ret;
 };
+
+static void destroy_peers(struct srv_pool *p)
+{
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
+		peer_destroy(p->peers[id]);
+		p->peers[id] = NULL;
+	}
+}
 
 static void do_add_pool(void *arg)
 {
@@ -753,6 +849,15 @@ static void do_add_pool(void *arg)
 		pc->ret = -ENOSPC;
 		return;
 	}
+	for (unsigned i = 0; i < pc->p->params.npeers; i++) {
+		const struct rmr_peer *cfg = &pc->params->peers[i];
+
+		pc->ret = peer_create(pc->p, cfg, &pc->p->peers[cfg->member_id]);
+		if (pc->ret < 0) {
+			destroy_peers(pc->p);
+			return;
+		}
+	}
 	s->pools[free_idx] = pc->p;
 	pc->ret = 0;
 }
@@ -761,7 +866,7 @@ RMR_EXPORT int rmr_server_add_pool(struct rmr_server *s, const struct rmr_pool_p
 				   const struct rmr_store_ops *ops, void *store,
 				   struct rmr_server_pool **out)
 {
-	struct pool_call pc = { .s = s };
+	struct pool_call pc = { .s = s, .params = params };
 	struct srv_pool *p;
 	int ret;
 
@@ -792,12 +897,14 @@ static void do_remove_pool(void *arg)
 	pc->ret = 0;
 	for (sess = s->sessions; sess; sess = next) {
 		next = sess->next;
-		if (sess->pool != pc->p)
-			continue;
-		if (!sess->dead)
+		if (sess->pool == pc->p && !sess->dead)
 			session_close(sess, "pool removed");
-		pc->ret++; /* still there: waits for its store requests */
 	}
+	/* Copies end (and the requests waiting for them) before the peers go. */
+	resync_stop(pc->p);
+	destroy_peers(pc->p);
+	for (sess = s->sessions; sess; sess = sess->next)
+		pc->ret += sess->pool == pc->p; /* still there: waits for its store requests */
 	if (pc->ret == 0) {
 		for (unsigned i = 0; i < RMR_SERVER_MAX_POOLS; i++)
 			if (s->pools[i] == pc->p)
@@ -860,6 +967,12 @@ static void fill_status(void *arg)
 		ps->write_bytes = p->write_bytes;
 		ps->errors = p->errors;
 		ps->meta_saves = p->meta_saves;
+		ps->map_writes = p->map_writes;
+		ps->map_pulls = p->map_pulls;
+		resync_status(p, ps);
+		for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+			if (p->peers[id])
+				peer_status(p->peers[id], &ps->peers[ps->npeers++]);
 		for (struct srv_session *sess = s->sessions; sess; sess = sess->next)
 			ps->sessions += sess->pool == p && !sess->dead;
 	}

@@ -22,10 +22,30 @@ struct meta_v1 {
 };
 _Static_assert(sizeof(struct meta_v1) == 32, "meta blob size");
 #define META_MAX (4u << 20)
+/* The dirty-map area is written in blocks of this size. */
+#define MAP_BLOCK 4096u
 
 RMR_EXPORT size_t rmr_server_meta_max(void)
 {
 	return META_MAX;
+}
+
+/* Bytes of one member's bitmap in the dirty-map area: a bit per chunk, 4 KiB rounded. */
+static uint64_t map_bitmap_bytes(uint64_t nchunks)
+{
+	return ((nchunks + 7) / 8 + MAP_BLOCK - 1) / MAP_BLOCK * MAP_BLOCK;
+}
+
+RMR_EXPORT uint64_t rmr_server_map_area_size(uint64_t pool_size, uint32_t chunk_size)
+{
+	uint64_t nchunks;
+
+	if (!pool_size || chunk_size < 4096 || (chunk_size & (chunk_size - 1)))
+		return 0;
+	nchunks = pool_size / chunk_size + (pool_size % chunk_size != 0);
+	if (nchunks > DIRTY_MAP_MAX_CHUNKS)
+		return 0;
+	return RMR_MAX_MEMBERS * map_bitmap_bytes(nchunks);
 }
 
 int pool_meta_save(struct srv_pool *p)
@@ -46,6 +66,104 @@ int pool_meta_save(struct srv_pool *p)
 			p->params.member_id, strerror(-ret));
 	else
 		p->meta_saves++;
+	return ret;
+}
+
+/* Slot of member @id in the dirty-map area: its rank among the pool's ids. */
+static unsigned map_rank(const struct srv_pool *p, unsigned id)
+{
+	return (unsigned)__builtin_popcountll(p->params.members_mask & ((1ull << id) - 1));
+}
+
+static bool have_map_area(const struct srv_pool *p)
+{
+	return p->ops.map_read && p->ops.map_write;
+}
+
+/* Fill @buf with the bits of block @blk of member @id's bitmap. */
+static void build_block(const struct srv_pool *p, unsigned id, uint64_t blk, uint8_t *buf)
+{
+	uint64_t first = blk * MAP_BLOCK * 8, end = first + MAP_BLOCK * 8;
+
+	memset(buf, 0, MAP_BLOCK);
+	for (uint64_t c = dirty_map_next(p->maps[id], first, DIRTY_BIT); c < end;
+	     c = dirty_map_next(p->maps[id], c + 1, DIRTY_BIT))
+		buf[(c - first) / 8] |= (uint8_t)(1u << (c % 8));
+}
+
+static int write_block(struct srv_pool *p, unsigned id, uint64_t blk)
+{
+	uint8_t buf[MAP_BLOCK];
+	int ret;
+
+	build_block(p, id, blk, buf);
+	ret = p->ops.map_write(p->store, map_rank(p, id) * p->bitmap_bytes + blk * MAP_BLOCK, buf,
+			       MAP_BLOCK);
+	if (ret < 0)
+		log_err("pool=%s member=%u: writing the dirty map of member %u failed: %s", p->name,
+			p->params.member_id, id, strerror(-ret));
+	else
+		p->map_writes++;
+	return ret;
+}
+
+/* Durably write the blocks holding chunks [first, last] of member @id. */
+static int write_blocks(struct srv_pool *p, unsigned id, uint64_t first, uint64_t last)
+{
+	if (!have_map_area(p))
+		return 0;
+	for (uint64_t blk = first / (MAP_BLOCK * 8); blk <= last / (MAP_BLOCK * 8); blk++) {
+		int ret = write_block(p, id, blk);
+
+		if (ret < 0)
+			return ret;
+		p->stale_blocks[map_rank(p, id) * (p->bitmap_bytes / MAP_BLOCK) + blk] = 0;
+	}
+	return 0;
+}
+
+static int load_maps(struct srv_pool *p)
+{
+	uint8_t *buf;
+	int ret = 0;
+
+	if (!have_map_area(p)) {
+		/* Only the coarse record survives: a member that missed anything missed everything. */
+		for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+			if ((p->missed & (1ull << id)) && p->maps[id])
+				ret = ret ?: dirty_map_mark(p->maps[id], 0, p->nchunks);
+		return ret;
+	}
+	buf = malloc(MAP_BLOCK);
+	if (!buf)
+		return -ENOMEM;
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID && ret == 0; id++) {
+		if (!p->maps[id])
+			continue;
+		for (uint64_t blk = 0; blk < p->bitmap_bytes / MAP_BLOCK && ret == 0; blk++) {
+			uint64_t base = blk * MAP_BLOCK * 8;
+
+			ret = p->ops.map_read(p->store, map_rank(p, id) * p->bitmap_bytes +
+					      blk * MAP_BLOCK, buf, MAP_BLOCK);
+			for (unsigned i = 0; ret == 0 && i < MAP_BLOCK * 8; i++) {
+				if (!(buf[i / 8] & (1u << (i % 8))))
+					continue;
+				if (base + i >= p->nchunks) {
+					log_err("pool=%s member=%u: dirty map of member %u marks chunk %llu beyond the pool",
+						p->name, p->params.member_id, id,
+						(unsigned long long)(base + i));
+					ret = -EBADMSG;
+					break;
+				}
+				ret = dirty_map_set(p->maps[id], base + i, DIRTY_BIT);
+			}
+		}
+		if (ret == 0 && dirty_map_count(p->maps[id]))
+			log_notice("pool=%s member=%u: member %u has %llu dirty chunks on record",
+				   p->name, p->params.member_id, id,
+				   (unsigned long long)dirty_map_count(p->maps[id]));
+	}
+	free(buf);
 	return ret;
 }
 
@@ -84,7 +202,7 @@ static int pool_meta_load(struct srv_pool *p)
 int pool_note(struct srv_pool *p, uint64_t map_ver, uint64_t missed)
 {
 	/* A member never records itself: it only gets writes while it is current. */
-	missed &= ~(1ull << p->params.member_id);
+	missed &= p->params.members_mask & ~(1ull << p->params.member_id);
 	if (map_ver <= p->map_ver && !(missed & ~p->missed))
 		return 0;
 	if (missed & ~p->missed)
@@ -95,30 +213,135 @@ int pool_note(struct srv_pool *p, uint64_t map_ver, uint64_t missed)
 	return pool_meta_save(p);
 }
 
-/* Record in the maps of every member in @missed that it missed [addr, addr+len). */
-int pool_mark(struct srv_pool *p, uint64_t missed, uint64_t addr, uint32_t len)
+uint32_t pool_chunk_len(const struct srv_pool *p, uint64_t chunk)
 {
-	uint32_t shift = (uint32_t)__builtin_ctz(p->params.chunk_size);
-	uint64_t first, count;
+	uint64_t start = chunk << p->chunk_shift;
+
+	return (uint32_t)RMR_MIN((uint64_t)p->params.chunk_size, p->params.pool_size - start);
+}
+
+int pool_mark_chunks(struct srv_pool *p, unsigned id, uint64_t first, uint64_t count)
+{
+	uint64_t before;
+	int ret;
+
+	if (!count || !p->maps[id])
+		return 0;
+	before = dirty_map_count(p->maps[id]);
+	ret = dirty_map_mark(p->maps[id], first, count);
+	if (ret < 0) {
+		log_err("pool=%s member=%u: cannot record chunks missed by member %u: %s", p->name,
+			p->params.member_id, id, strerror(-ret));
+		return ret;
+	}
+	if (dirty_map_count(p->maps[id]) == before)
+		return 0; /* all on record already: the common case while degraded */
+	return write_blocks(p, id, first, first + count - 1);
+}
+
+int pool_mark(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64_t addr,
+	      uint64_t len)
+{
+	uint64_t first, last;
 
 	missed &= p->params.members_mask & ~(1ull << p->params.member_id);
 	if (!missed || !len)
 		return 0;
-	first = addr >> shift;
-	count = ((addr + len - 1) >> shift) - first + 1;
+	first = pool_first_chunk(p, addr);
+	last = pool_last_chunk(p, addr, len);
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
 		int ret;
 
 		if (!(missed & (1ull << id)))
 			continue;
-		ret = dirty_map_mark(p->maps[id], first, count);
-		if (ret < 0) {
-			log_err("pool=%s member=%u: cannot record chunks missed by member %u: %s",
-				p->name, p->params.member_id, id, strerror(-ret));
+		p->mark_ver[id] = RMR_MAX(p->mark_ver[id], map_ver);
+		ret = pool_mark_chunks(p, id, first, last - first + 1);
+		if (ret < 0)
 			return ret;
-		}
 	}
 	return 0;
+}
+
+void pool_clear_chunk(struct srv_pool *p, unsigned id, uint64_t chunk)
+{
+	if (!p->maps[id] || !(dirty_map_get(p->maps[id], chunk) & DIRTY_BIT))
+		return;
+	dirty_map_set(p->maps[id], chunk, 0);
+	if (have_map_area(p)) {
+		p->stale_blocks[map_rank(p, id) * (p->bitmap_bytes / MAP_BLOCK) +
+				chunk / (MAP_BLOCK * 8)] = 1;
+	}
+	p->clears_pending = true;
+}
+
+uint64_t pool_missed_ids(const struct srv_pool *p)
+{
+	uint64_t ids = 0;
+
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+		if (id != p->params.member_id && p->maps[id] && dirty_map_count(p->maps[id]))
+			ids |= 1ull << id;
+	return ids;
+}
+
+int pool_flush_clears(struct srv_pool *p)
+{
+	uint64_t per_member = p->bitmap_bytes / MAP_BLOCK;
+	uint64_t missed;
+	int ret;
+
+	if (!p->clears_pending)
+		return 0;
+	/* The data that made the chunks clean must be on disk before the bits say so. */
+	if (p->ops.flush) {
+		ret = p->ops.flush(p->store);
+		if (ret < 0)
+			return ret;
+	}
+	for (uint64_t b = 0; have_map_area(p) && b < p->nblocks; b++) {
+		unsigned rank = (unsigned)(b / per_member);
+		unsigned id = 0;
+
+		if (!p->stale_blocks[b])
+			continue;
+		for (unsigned i = 1, r = 0; i <= RMR_MAX_MEMBER_ID; i++) {
+			if (!(p->params.members_mask & (1ull << i)))
+				continue;
+			if (r++ == rank) {
+				id = i;
+				break;
+			}
+		}
+		ret = write_block(p, id, b % per_member);
+		if (ret < 0)
+			return ret;
+		p->stale_blocks[b] = 0;
+	}
+	p->clears_pending = false;
+	/* The coarse record follows the maps down, once they are on disk. */
+	missed = pool_missed_ids(p);
+	if (missed != p->missed && !(missed & ~p->missed)) {
+		p->missed = missed;
+		return pool_meta_save(p);
+	}
+	return 0;
+}
+
+int pool_save_all_maps(struct srv_pool *p)
+{
+	if (!have_map_area(p))
+		return pool_meta_save(p);
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
+		int ret;
+
+		if (!p->maps[id])
+			continue;
+		ret = write_blocks(p, id, 0, p->nchunks - 1);
+		if (ret < 0)
+			return ret;
+	}
+	p->missed = pool_missed_ids(p);
+	return pool_meta_save(p);
 }
 
 void pool_free(struct srv_pool *p)
@@ -127,7 +350,14 @@ void pool_free(struct srv_pool *p)
 		if (p->maps[id])
 			dirty_map_destroy(p->maps[id]);
 		free(p->maps[id]);
+		if (p->pull_maps[id])
+			dirty_map_destroy(p->pull_maps[id]);
+		free(p->pull_maps[id]);
 	}
+	sync_index_destroy(&p->syncing);
+	free(p->stale_blocks);
+	free(p->clean_pending);
+	free((void *)p->params.peers);
 	free(p);
 }
 
@@ -135,18 +365,35 @@ int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
 	     const struct rmr_store_ops *ops, void *store, struct srv_pool **out)
 {
 	static const rmr_uuid zero;
+	struct rmr_peer *peers;
 	struct srv_pool *p;
 	int ret;
 
 	if (!params || !ops || params->size < sizeof(*params) || ops->size < sizeof(*ops) ||
-	    !ops->io)
+	    !ops->io || !ops->chunk_export || !ops->chunk_import ||
+	    !ops->map_read != !ops->map_write)
 		return -EINVAL;
 	if (!params->name || !*params->name || strlen(params->name) > RMR_NAME_MAX ||
 	    !memcmp(&params->uuid, &zero, sizeof(zero)) || params->pool_size == 0 ||
 	    params->chunk_size < 4096 || (params->chunk_size & (params->chunk_size - 1)) ||
 	    params->member_id == 0 || params->member_id > RMR_MAX_MEMBER_ID ||
-	    !(params->members_mask & (1ull << params->member_id)) || (params->members_mask & 1))
+	    !(params->members_mask & (1ull << params->member_id)) || (params->members_mask & 1) ||
+	    __builtin_popcountll(params->members_mask) > RMR_MAX_MEMBERS ||
+	    params->sync_queue_depth > 256 || params->npeers >= RMR_MAX_MEMBERS ||
+	    (params->npeers && !params->peers))
 		return -EINVAL;
+	for (unsigned i = 0; i < params->npeers; i++) {
+		const struct rmr_peer *pe = &params->peers[i];
+
+		if (pe->member_id == 0 || pe->member_id > RMR_MAX_MEMBER_ID ||
+		    pe->member_id == params->member_id ||
+		    !(params->members_mask & (1ull << pe->member_id)) || !pe->addr || !*pe->addr ||
+		    strlen(pe->addr) > RMR_ADDR_MAX)
+			return -EINVAL;
+		for (unsigned j = 0; j < i; j++)
+			if (params->peers[j].member_id == pe->member_id)
+				return -EINVAL;
+	}
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -154,17 +401,38 @@ int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
 	p->params = *params;
 	snprintf(p->name, sizeof(p->name), "%s", params->name);
 	p->params.name = p->name;
+	/* Addresses are copied by peer.c; keep only the ids here. */
+	peers = calloc(params->npeers + 1, sizeof(*peers));
+	if (!peers) {
+		free(p);
+		return -ENOMEM;
+	}
+	memcpy(peers, params->peers, params->npeers * sizeof(*peers));
+	for (unsigned i = 0; i < params->npeers; i++)
+		peers[i].addr = NULL;
+	p->params.peers = peers;
+	if (!p->params.sync_queue_depth)
+		p->params.sync_queue_depth = 32;
 	p->ops = *ops;
 	p->store = store;
+	p->chunk_shift = (uint32_t)__builtin_ctz(params->chunk_size);
 	p->nchunks = (params->pool_size + params->chunk_size - 1) / params->chunk_size;
 	if (p->nchunks > DIRTY_MAP_MAX_CHUNKS) {
 		log_err("pool=%s: %llu chunks, more than dirty tracking covers", p->name,
 			(unsigned long long)p->nchunks);
-		free(p);
+		pool_free(p);
 		return -EINVAL;
 	}
+	p->bitmap_bytes = rmr_server_map_area_size(params->pool_size, params->chunk_size) /
+			  RMR_MAX_MEMBERS;
+	p->nblocks = RMR_MAX_MEMBERS * (p->bitmap_bytes / MAP_BLOCK);
+	p->stale_blocks = calloc(p->nblocks, 1);
+	if (!p->stale_blocks || sync_index_init(&p->syncing, p->params.sync_queue_depth + 1024) < 0) {
+		pool_free(p);
+		return -ENOMEM;
+	}
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
-		if (!(params->members_mask & (1ull << id)) || id == params->member_id)
+		if (!(params->members_mask & (1ull << id)))
 			continue;
 		p->maps[id] = calloc(1, sizeof(*p->maps[id]));
 		if (!p->maps[id] || dirty_map_init(p->maps[id], p->nchunks) < 0) {
@@ -173,10 +441,14 @@ int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
 		}
 	}
 	ret = pool_meta_load(p);
+	if (ret == 0)
+		ret = load_maps(p);
 	if (ret < 0) {
 		pool_free(p);
 		return ret;
 	}
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+		p->mark_ver[id] = p->map_ver; /* unknown after a restart: assume the newest */
 	*out = p;
 	return 0;
 }

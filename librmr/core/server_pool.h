@@ -1,8 +1,17 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * A pool as one member serves it: identity, the consumer's store, and what
- * this member knows about the others (map version, who missed writes, and
- * which chunks). The session and request handling is in server.c.
+ * this member knows about every member of the pool, itself included: the map
+ * version and, per member, the chunks it missed (its dirty map).
+ *
+ * Durability: a chunk marked dirty is written to the store's dirty-map area
+ * before the request that marked it is answered. Chunks that became clean
+ * are written lazily (pool_flush_clears), after the store flushed the data
+ * that made them clean: a stale dirty bit costs one redundant copy, a stale
+ * clean bit would lose data.
+ *
+ * The session and request handling is in server.c, member-to-member sessions
+ * in peer.c, chunk copies in resync.c, map transfer in map_transfer.c.
  */
 #ifndef RMR_CORE_SERVER_POOL_H
 #define RMR_CORE_SERVER_POOL_H
@@ -13,6 +22,11 @@
 #include <rmr/server.h>
 
 #include "dirty_map.h"
+#include "sync_index.h"
+
+struct copy;
+struct peer;
+struct srv_session;
 
 struct srv_pool {
 	struct rmr_server *srv;
@@ -21,19 +35,53 @@ struct srv_pool {
 	struct rmr_store_ops ops;
 	void *store;
 	uint64_t map_ver;
-	uint64_t missed;
-	/*
-	 * Per member id, the chunks it missed, as this member recorded them
-	 * (only ids of the pool). Kept in memory; the durable record is still
-	 * the whole-member @missed mask until the dirty-map log exists.
-	 */
-	struct dirty_map *maps[RMR_MAX_MEMBER_ID + 1];
+	uint64_t missed;             /* durable coarse record: ids that missed writes */
+	uint32_t chunk_shift;
 	uint64_t nchunks;
+	/* Per member id (this member's own included): chunks it missed. */
+	struct dirty_map *maps[RMR_MAX_MEMBER_ID + 1];
+	/* Highest map version of a message that marked each member dirty. */
+	uint64_t mark_ver[RMR_MAX_MEMBER_ID + 1];
 	bool removing;
-	uint64_t reads, writes, read_bytes, write_bytes, errors, meta_saves;
+
+	/* dirty-map area: which 4 KiB blocks need rewriting (cleared bits) */
+	uint64_t bitmap_bytes;       /* one member's bitmap, 4 KiB rounded */
+	uint8_t *stale_blocks;       /* one byte per block of the area */
+	uint64_t nblocks;
+	bool clears_pending;
+
+	/* member-to-member sessions this member dials, by member id */
+	struct peer *peers[RMR_MAX_MEMBER_ID + 1];
+	unsigned rr_peer;
+
+	/* resync of this member's own dirty chunks (resync.c) */
+	struct sync_index syncing;   /* chunks being copied in, or held by a whole-chunk write */
+	bool maps_current;           /* own map is complete: pulled, or admitted to I/O */
+	uint64_t resync_cursor;      /* background resync: next chunk to look at */
+	uint32_t copies;             /* chunk copies in progress */
+	uint32_t background_copies;  /* of those, started by the background resync */
+	struct copy *copy_queue;     /* copies waiting for a free peer request slot */
+	struct sync_waiter *overflow; /* requests waiting for room in @syncing */
+	uint64_t rate_tokens;        /* bytes the rate limit still allows */
+	uint64_t rate_last_ns;
+	uint64_t resync_done;        /* chunks made clean since the member last was clean */
+	uint64_t resync_bytes, served_sync_bytes;
+	uint64_t window_start_ns, window_bytes, resync_bps;
+	bool resync_waiting;         /* own chunks dirty, no peer can provide them */
+	uint64_t *clean_pending;     /* chunks made clean, not yet told to peers */
+	uint64_t nclean_pending, clean_cap;
+
+	/* map pull requested by a client (map_transfer.c) */
+	struct srv_session *pull_sess; /* who asked; NULL once it went away */
+	bool pull_running;           /* a MAP_GET is in flight */
+	uint16_t pull_source;
+	struct dirty_map *pull_maps[RMR_MAX_MEMBER_ID + 1];
+	uint64_t map_pulls;
+
+	uint64_t reads, writes, read_bytes, write_bytes, errors, meta_saves, map_writes;
 };
 
-/* Check @params and make a pool, loading librmr's metadata blob from the store. */
+/* Check @params and make a pool, loading librmr's metadata and dirty maps. */
 int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
 	     const struct rmr_store_ops *ops, void *store, struct srv_pool **out);
 void pool_free(struct srv_pool *p);
@@ -45,7 +93,39 @@ int pool_meta_save(struct srv_pool *p);
  * durable.
  */
 int pool_note(struct srv_pool *p, uint64_t map_ver, uint64_t missed);
-/* Mark [addr, addr+len) dirty for every member in @missed. */
-int pool_mark(struct srv_pool *p, uint64_t missed, uint64_t addr, uint32_t len);
+/*
+ * Mark [addr, addr+len) dirty for every member in @missed (never this
+ * member), durably. @map_ver is the version of the message that says so.
+ */
+int pool_mark(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64_t addr,
+	      uint64_t len);
+/* Mark chunks [first, first+count) of member @id dirty, durably. */
+int pool_mark_chunks(struct srv_pool *p, unsigned id, uint64_t first, uint64_t count);
+/* Clear chunk @chunk of member @id; the durable record follows lazily. */
+void pool_clear_chunk(struct srv_pool *p, unsigned id, uint64_t chunk);
+/*
+ * Write the blocks of the dirty-map area that hold cleared bits, after
+ * flushing the store's data. Returns 0 or -errno.
+ */
+int pool_flush_clears(struct srv_pool *p);
+/* Rewrite this member's whole dirty-map area from memory. Returns 0 or -errno. */
+int pool_save_all_maps(struct srv_pool *p);
+/* Member ids (never this one) with dirty chunks. */
+uint64_t pool_missed_ids(const struct srv_pool *p);
+/* Chunks of [addr, addr+len). */
+static inline uint64_t pool_first_chunk(const struct srv_pool *p, uint64_t addr)
+{
+	return addr >> p->chunk_shift;
+}
+static inline uint64_t pool_last_chunk(const struct srv_pool *p, uint64_t addr, uint64_t len)
+{
+	return (addr + len - 1) >> p->chunk_shift;
+}
+/* Bytes of chunk @chunk (the last one may be short). */
+uint32_t pool_chunk_len(const struct srv_pool *p, uint64_t chunk);
+static inline struct dirty_map *pool_own_map(const struct srv_pool *p)
+{
+	return p->maps[p->params.member_id];
+}
 
 #endif

@@ -123,9 +123,12 @@ RMR_EXPORT int rmr_pool_status_format(const struct rmr_pool_status *st, enum rmr
 			put_json_str(&o, m->reason);
 			put(&o, ",\"map_ver\":%" PRIu64 ",\"reads\":%" PRIu64 ",\"writes\":%" PRIu64
 				",\"read_bytes\":%" PRIu64 ",\"write_bytes\":%" PRIu64
-				",\"errors\":%" PRIu64 ",\"reconnects\":%" PRIu64 ",\"inflight\":%u}",
+				",\"errors\":%" PRIu64 ",\"reconnects\":%" PRIu64 ",\"inflight\":%u"
+				",\"tx_bytes\":%" PRIu64 ",\"rx_bytes\":%" PRIu64
+				",\"resync_bytes\":%" PRIu64 ",\"map_updates\":%" PRIu64 "}",
 			    m->map_ver, m->reads, m->writes, m->read_bytes, m->write_bytes, m->errors,
-			    m->reconnects, m->inflight);
+			    m->reconnects, m->inflight, m->tx_bytes, m->rx_bytes, m->resync_bytes,
+			    m->map_updates);
 		}
 		put(&o, "]}\n");
 		return finish(&o);
@@ -137,11 +140,11 @@ RMR_EXPORT int rmr_pool_status_format(const struct rmr_pool_status *st, enum rmr
 	put(&o, "client: %u of %u members normal, map version %" PRIu64
 		", missed writes: %s, %u of %u slots busy\n",
 	    st->normal_members, st->nmembers, st->map_ver, missed, st->inflight, st->queue_depth);
-	put(&o, "%-3s %-22s %-13s %10s %10s %10s %10s %6s %5s  %s\n", "ID", "ADDRESS", "STATE",
-	    "READS", "WRITES", "READ", "WRITTEN", "ERRORS", "RECON", "REASON");
+	put(&o, "%-3s %-22s %-13s %10s %10s %10s %10s %6s %5s %7s  %s\n", "ID", "ADDRESS",
+	    "STATE", "READS", "WRITES", "READ", "WRITTEN", "ERRORS", "RECON", "RESYNC", "REASON");
 	for (unsigned i = 0; i < st->nmembers && i < RMR_MAX_MEMBERS; i++) {
 		const struct rmr_member_status *m = &st->members[i];
-		char id[8], rb[32], wb[32];
+		char id[8], rb[32], wb[32], sb[32];
 
 		if (m->member_id)
 			snprintf(id, sizeof(id), "%u", m->member_id);
@@ -149,10 +152,11 @@ RMR_EXPORT int rmr_pool_status_format(const struct rmr_pool_status *st, enum rmr
 			snprintf(id, sizeof(id), "?");
 		human_bytes(m->read_bytes, rb, sizeof(rb));
 		human_bytes(m->write_bytes, wb, sizeof(wb));
+		human_bytes(m->resync_bytes, sb, sizeof(sb));
 		put(&o, "%-3s %-22s %-13s %10" PRIu64 " %10" PRIu64 " %10s %10s %6" PRIu64
-			" %5" PRIu64 "  %s\n",
+			" %5" PRIu64 " %7s  %s\n",
 		    id, m->addr, rmr_member_state_name(m->state), m->reads, m->writes, rb, wb,
-		    m->errors, m->reconnects, m->reason);
+		    m->errors, m->reconnects, sb, m->reason);
 	}
 	return finish(&o);
 }
@@ -179,6 +183,43 @@ static void missed_with_dirty(const struct rmr_server_pool_status *p, char *buf,
 	}
 	if (!buf[0])
 		snprintf(buf, len, "-");
+}
+
+/* "  resync: 120/500 chunks (24%), 35.2 MiB/s, ETA 11 s": only while there is one. */
+static void put_resync_line(struct out *o, const struct rmr_server_pool_status *p)
+{
+	char rate[32], copied[32];
+	uint64_t pct;
+
+	if (p->resync_total == 0 || (p->resync_done == p->resync_total && !p->resync_running))
+		return;
+	pct = p->resync_done * 100 / p->resync_total;
+	human_bytes(p->resync_bps, rate, sizeof(rate));
+	human_bytes(p->resync_bytes, copied, sizeof(copied));
+	put(o, "  resync: %" PRIu64 "/%" PRIu64 " chunks (%" PRIu64 "%%), %s copied, %s/s",
+	    p->resync_done, p->resync_total, pct, copied, rate);
+	if (p->resync_eta_s)
+		put(o, ", ETA %" PRIu64 " s", p->resync_eta_s);
+	if (p->resync_waiting)
+		put(o, ", waiting for a peer that holds the chunks");
+	put(o, "\n");
+}
+
+/* "  peers: 1 up, 3 down (connection lost: ...)" */
+static void put_peers_line(struct out *o, const struct rmr_server_pool_status *p)
+{
+	if (!p->npeers)
+		return;
+	put(o, "  peers:");
+	for (unsigned k = 0; k < p->npeers && k < RMR_MAX_MEMBERS; k++) {
+		const struct rmr_peer_status *ps = &p->peers[k];
+
+		if (ps->connected)
+			put(o, "%s %u up", k ? "," : "", ps->member_id);
+		else
+			put(o, "%s %u down (%s)", k ? "," : "", ps->member_id, ps->reason);
+	}
+	put(o, "\n");
 }
 
 RMR_EXPORT int rmr_server_status_format(const struct rmr_server_status *st, enum rmr_format fmt,
@@ -228,9 +269,32 @@ RMR_EXPORT int rmr_server_status_format(const struct rmr_server_status *st, enum
 			}
 			put(&o, "},\"sessions\":%u,\"reads\":%" PRIu64 ",\"writes\":%" PRIu64
 				",\"read_bytes\":%" PRIu64 ",\"write_bytes\":%" PRIu64
-				",\"errors\":%" PRIu64 ",\"meta_saves\":%" PRIu64 "}",
+				",\"errors\":%" PRIu64 ",\"meta_saves\":%" PRIu64
+				",\"map_writes\":%" PRIu64 ",\"map_pulls\":%" PRIu64,
 			    p->sessions, p->reads, p->writes, p->read_bytes, p->write_bytes, p->errors,
-			    p->meta_saves);
+			    p->meta_saves, p->map_writes, p->map_pulls);
+			put(&o, ",\"resync\":{\"running\":%s,\"waiting\":%s,\"done\":%" PRIu64
+				",\"total\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"bps\":%" PRIu64
+				",\"eta_s\":%" PRIu64 ",\"rate_limit\":%" PRIu64
+				",\"sync_queue_depth\":%u,\"served_bytes\":%" PRIu64 "},\"peers\":[",
+			    p->resync_running ? "true" : "false", p->resync_waiting ? "true" : "false",
+			    p->resync_done, p->resync_total, p->resync_bytes, p->resync_bps,
+			    p->resync_eta_s, p->resync_rate_limit, p->sync_queue_depth,
+			    p->served_sync_bytes);
+			for (unsigned k = 0; k < p->npeers && k < RMR_MAX_MEMBERS; k++) {
+				const struct rmr_peer_status *ps = &p->peers[k];
+
+				put(&o, "%s{\"id\":%u,\"addr\":", k ? "," : "", ps->member_id);
+				put_json_str(&o, ps->addr);
+				put(&o, ",\"connected\":%s,\"map_ver\":%" PRIu64
+					",\"sync_bytes\":%" PRIu64 ",\"map_bytes\":%" PRIu64
+					",\"reconnects\":%" PRIu64 ",\"reason\":",
+				    ps->connected ? "true" : "false", ps->map_ver, ps->sync_bytes,
+				    ps->map_bytes, ps->reconnects);
+				put_json_str(&o, ps->reason);
+				put(&o, "}");
+			}
+			put(&o, "]}");
 			continue;
 		}
 		human_bytes(p->pool_size, size, sizeof(size));
@@ -239,6 +303,8 @@ RMR_EXPORT int rmr_server_status_format(const struct rmr_server_status *st, enum
 		put(&o, "%-16s %-3u %-9s %8u %10" PRIu64 " %10" PRIu64 " %10s %10s %6" PRIu64 "  %s\n",
 		    p->name, p->member_id, size, p->sessions, p->reads, p->writes, rb, wb, p->errors,
 		    missed);
+		put_resync_line(&o, p);
+		put_peers_line(&o, p);
 	}
 	if (fmt == RMR_FORMAT_JSON)
 		put(&o, "]}\n");

@@ -23,6 +23,7 @@ struct sync_entry {
 	uint64_t chunk;
 	uint32_t refs;                  /* pieces of the copy still in flight */
 	uint32_t used;                  /* slot taken */
+	void *owner;                    /* what holds the chunk when no copy does */
 	struct sync_waiter *head, *tail;
 };
 
@@ -46,8 +47,8 @@ struct sync_entry *sync_index_add(struct sync_index *ix, uint64_t chunk, uint32_
 /* Queue @w behind the copy of @e's chunk; waiters are released in order. */
 void sync_index_wait(struct sync_entry *e, struct sync_waiter *w);
 /*
- * Stop tracking @e's chunk and return its waiters (oldest first). @e is
- * invalid afterwards.
+ * Stop tracking @e's chunk and return its waiters (oldest first). @e, and
+ * every other entry pointer, is invalid afterwards: entries move.
  */
 struct sync_waiter *sync_index_remove(struct sync_index *ix, struct sync_entry *e);
 

@@ -33,13 +33,16 @@ static int reject(char *why, size_t whylen, const char *fmt, ...)
 static bool is_request(unsigned type)
 {
 	return type == RMR_MSG_HELLO || type == RMR_MSG_READ || type == RMR_MSG_WRITE ||
-	       type == RMR_MSG_MAP_ADD || type == RMR_MSG_HEARTBEAT;
+	       type == RMR_MSG_MAP_ADD || type == RMR_MSG_HEARTBEAT || type == RMR_MSG_MAP_PULL ||
+	       type == RMR_MSG_MAP_GET || type == RMR_MSG_SYNC_READ || type == RMR_MSG_MAP_CLEAR;
 }
 
 static bool is_response(unsigned type)
 {
 	return type == RMR_MSG_HELLO_RSP || type == RMR_MSG_READ_RSP ||
-	       type == RMR_MSG_WRITE_RSP || type == RMR_MSG_MAP_ADD_RSP;
+	       type == RMR_MSG_WRITE_RSP || type == RMR_MSG_MAP_ADD_RSP ||
+	       type == RMR_MSG_MAP_PULL_RSP || type == RMR_MSG_MAP_GET_RSP ||
+	       type == RMR_MSG_SYNC_READ_RSP || type == RMR_MSG_MAP_CLEAR_RSP;
 }
 
 /* Member-id masks may only name ids 1..RMR_MAX_MEMBER_ID. */
@@ -93,9 +96,10 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 	if (m->payload_len > RMR_WIRE_MAX_PAYLOAD)
 		return reject(why, whylen, "%s: payload of %u bytes is too large",
 			      rmr_msg_type_name(m->type), m->payload_len);
-	/* Writes without data (trim) and their MAP_ADD may cover large ranges. */
+	/* Writes without data (trim), their MAP_ADD and MAP_CLEAR may cover large ranges. */
 	if (m->len > RMR_WIRE_MAX_PAYLOAD && m->type != RMR_MSG_WRITE &&
-	    m->type != RMR_MSG_MAP_ADD)
+	    m->type != RMR_MSG_MAP_ADD && m->type != RMR_MSG_MAP_CLEAR &&
+	    m->type != RMR_MSG_MAP_CLEAR_RSP)
 		return reject(why, whylen, "%s: length %u is too large", rmr_msg_type_name(m->type),
 			      m->len);
 	if (m->addr + m->len < m->addr)
@@ -146,6 +150,37 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 			return reject(why, whylen, "WRITE: payload %u for length %u",
 				      m->payload_len, m->len);
 		break;
+	case RMR_MSG_SYNC_READ:
+		if (m->payload_len != 0)
+			return reject(why, whylen, "SYNC_READ: carries a payload");
+		if (m->len == 0)
+			return reject(why, whylen, "SYNC_READ: zero length");
+		break;
+	case RMR_MSG_SYNC_READ_RSP:
+		if (m->status == 0 && m->payload_len != m->len)
+			return reject(why, whylen, "SYNC_READ_RSP: payload %u for length %u",
+				      m->payload_len, m->len);
+		if (m->status != 0 && m->payload_len != 0)
+			return reject(why, whylen, "SYNC_READ_RSP: error carries a payload");
+		break;
+	case RMR_MSG_MAP_PULL:
+		if (m->op == 0 || m->op > RMR_MAX_MEMBER_ID || m->payload_len != 0)
+			return reject(why, whylen, "MAP_PULL: source member %u out of range or payload",
+				      m->op);
+		break;
+	case RMR_MSG_MAP_GET_RSP:
+		if (m->payload_len % sizeof(struct rmr_wire_map_range))
+			return reject(why, whylen, "MAP_GET_RSP: payload of %u bytes is not whole ranges",
+				      m->payload_len);
+		if (m->status != 0 && m->payload_len != 0)
+			return reject(why, whylen, "MAP_GET_RSP: error carries a payload");
+		if (m->op_flags & ~RMR_MAP_GET_LAST)
+			return reject(why, whylen, "MAP_GET_RSP: unknown flags 0x%x", m->op_flags);
+		break;
+	case RMR_MSG_MAP_GET:
+	case RMR_MSG_MAP_CLEAR:
+	case RMR_MSG_MAP_PULL_RSP:
+	case RMR_MSG_MAP_CLEAR_RSP:
 	case RMR_MSG_HEARTBEAT:
 	case RMR_MSG_WRITE_RSP:
 	case RMR_MSG_MAP_ADD:
@@ -285,5 +320,33 @@ int rmr_wire_decode_hello_rsp(const struct rmr_msg *m, struct rmr_hello_rsp *h, 
 	if (!name_field_valid(w.pool_name, sizeof(w.pool_name)) || !w.pool_name[0])
 		return reject(why, whylen, "HELLO_RSP: pool name is not a padded string");
 	memcpy(h->pool_name, w.pool_name, sizeof(h->pool_name));
+	return 0;
+}
+
+void rmr_wire_encode_map_range(struct rmr_wire_map_range *w, const struct rmr_map_range *r)
+{
+	memset(w, 0, sizeof(*w));
+	w->member_id = cpu_to_le16(r->member_id);
+	w->count = cpu_to_le32(r->count);
+	w->first = cpu_to_le64(r->first);
+}
+
+int rmr_wire_decode_map_range(const struct rmr_msg *m, size_t i, struct rmr_map_range *r,
+			      char *why, size_t whylen)
+{
+	struct rmr_wire_map_range w;
+
+	if (m->type != RMR_MSG_MAP_GET_RSP || (i + 1) * sizeof(w) > m->payload_len)
+		return reject(why, whylen, "no map range %zu in this message", i);
+	memcpy(&w, (const char *)m->payload + i * sizeof(w), sizeof(w));
+	r->member_id = le16_to_cpu(w.member_id);
+	r->count = le32_to_cpu(w.count);
+	r->first = le64_to_cpu(w.first);
+	if (le16_to_cpu(w.reserved))
+		return reject(why, whylen, "MAP_GET_RSP: reserved field of range %zu is not zero", i);
+	if (r->member_id == 0 || r->member_id > RMR_MAX_MEMBER_ID)
+		return reject(why, whylen, "MAP_GET_RSP: range %zu names member %u", i, r->member_id);
+	if (r->count == 0 || r->first + r->count < r->first)
+		return reject(why, whylen, "MAP_GET_RSP: range %zu is empty or wraps", i);
 	return 0;
 }

@@ -52,7 +52,16 @@ static inline uint64_t le64_to_cpu(rmr_le64 x) { return le64toh(x.v); }
 	X(WRITE_RSP, 7)     /* status */                                           \
 	X(MAP_ADD, 8)       /* record members in @missed as having missed writes */ \
 	X(MAP_ADD_RSP, 9)   /* status */                                           \
-	X(GOODBYE, 10)      /* orderly close; status = reason */
+	X(GOODBYE, 10)      /* orderly close; status = reason */                  \
+	X(MAP_PULL, 11)     /* client -> member: take the dirty maps from member @op */ \
+	X(MAP_PULL_RSP, 12) /* status; map_ver = the member's map version after */ \
+	X(MAP_GET, 13)      /* member -> member: maps from cursor (@op id, @addr chunk) */ \
+	X(MAP_GET_RSP, 14)  /* payload rmr_wire_map_range[]; @op/@addr next cursor; */ \
+	                    /* op_flags RMR_MAP_GET_LAST on the last page */        \
+	X(SYNC_READ, 15)    /* member -> member: bytes of a chunk, for resync */     \
+	X(SYNC_READ_RSP, 16) /* status; payload = len bytes if status == 0 */      \
+	X(MAP_CLEAR, 17)    /* member -> member: sender holds [addr, addr+len) again */ \
+	X(MAP_CLEAR_RSP, 18) /* status */
 
 enum rmr_msg_type {
 #define RMR_X_MSG(name, num) RMR_MSG_##name = num,
@@ -115,6 +124,28 @@ struct rmr_wire_hello_rsp {
 };
 _Static_assert(sizeof(struct rmr_wire_hello_rsp) == 120, "hello_rsp size");
 
+/* MAP_GET_RSP: this page ends the transfer. */
+#define RMR_MAP_GET_LAST 1u
+
+/*
+ * MAP_GET_RSP payload entry: member @member_id misses chunks
+ * [first, first + count). Entries come ordered by member id, then chunk.
+ */
+struct rmr_wire_map_range {
+	rmr_le16 member_id;          /* 1..RMR_MAX_MEMBER_ID */
+	rmr_le16 reserved;           /* zero */
+	rmr_le32 count;              /* >= 1 */
+	rmr_le64 first;              /* first chunk */
+};
+_Static_assert(sizeof(struct rmr_wire_map_range) == 16, "map range size");
+
+/* A decoded map range. */
+struct rmr_map_range {
+	uint16_t member_id;
+	uint32_t count;
+	uint64_t first;
+};
+
 /* A decoded message, in host order. */
 struct rmr_msg {
 	unsigned type;
@@ -159,6 +190,10 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 void rmr_wire_encode(struct rmr_wire_hdr *hdr, const struct rmr_msg *m);
 
 /* Payload codecs: decode returns 0 or -EBADMSG with a reason. */
+void rmr_wire_encode_map_range(struct rmr_wire_map_range *w, const struct rmr_map_range *r);
+/* Decode entry @i of a MAP_GET_RSP (i < payload_len / 16). */
+int rmr_wire_decode_map_range(const struct rmr_msg *m, size_t i, struct rmr_map_range *r,
+			      char *why, size_t whylen);
 void rmr_wire_encode_hello(struct rmr_wire_hello *w, const struct rmr_hello *h);
 int rmr_wire_decode_hello(const struct rmr_msg *m, struct rmr_hello *h, char *why, size_t whylen);
 void rmr_wire_encode_hello_rsp(struct rmr_wire_hello_rsp *w, const struct rmr_hello_rsp *h);

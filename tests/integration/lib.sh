@@ -191,3 +191,44 @@ member_state() { member_field "$1" state; }
 
 # state_in ID STATES: member ID is in one of the comma-separated STATES.
 state_in() { local s; s=$(member_state "$1") && [[ ",$2," == *",$s,"* ]]; }
+
+# server_field ID EXPR: a value from member ID's own status (its first pool),
+# EXPR a Python expression over `p`, e.g. 'p["resync"]["bytes"]'.
+server_field() {
+	"$BRMRCTL" status --socket "$PDIR/m$1.ctl" --json | "$PY" -c '
+import json, sys
+p = json.load(sys.stdin)["pools"][0]
+print(eval(sys.argv[1]))
+' "$2"
+}
+
+# dirty_for ID ON: chunks member ON records as missed by member ID.
+dirty_for() { server_field "$2" "p[\"dirty_chunks\"].get(\"$1\", 0)"; }
+
+# healed N: the client holds members 1..N normal, and no member records a
+# dirty chunk for anyone (every resync finished and was told to the peers).
+healed() {
+	local id
+	for ((id = 1; id <= $1; id++)); do
+		state_in "$id" normal || return 1
+		[[ $(server_field "$id" 'sum(p["dirty_chunks"].values())') == 0 ]] || return 1
+	done
+}
+
+# check_healed N ID DIRTY: after member ID returned with DIRTY chunks to
+# copy, members 1..N hold identical data, the client carried no resync
+# bytes, and ID copied at most DIRTY chunks.
+check_healed() {
+	local n=$1 id=$2 dirty=$3 ids=() i copied chunk max
+	for ((i = 1; i <= n; i++)); do ids+=("$i"); done
+	"$POOL" compare --dir "$PDIR" "${ids[@]}" || fail "members ${ids[*]} differ after the resync"
+	for ((i = 1; i <= n; i++)); do
+		[[ $(member_field "$i" resync_bytes) == 0 ]] ||
+			fail "the client carried resync bytes for member $i"
+	done
+	copied=$(server_field "$id" 'p["resync"]["bytes"]')
+	chunk=$(server_field "$id" 'p["chunk_size"]')
+	max=$((dirty * chunk))
+	((copied <= max)) || fail "member $id copied $copied bytes, more than $dirty dirty chunks"
+	log "member $id copied $copied bytes for $dirty dirty chunks (at most $max); the client none"
+}

@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
 # status: brmrctl status (text and JSON) against the client's and the
-# members' control sockets; brmrctl inspect; bad command lines of brmrctl,
-# brmr-server and nbd-brmr give a short error and a non-zero exit; an
-# unreachable control socket gives a non-zero exit.
+# members' control sockets; brmrctl inspect (the dirty-map area between the
+# metadata and the data); a member's control socket switches fault injection
+# ("fault on|off") and refuses unknown commands; bad command lines of
+# brmrctl, brmr-server and nbd-brmr give a short error and a non-zero exit;
+# an unreachable control socket gives a non-zero exit.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -53,7 +55,32 @@ import json, sys
 d = json.load(sys.stdin)
 s = json.dumps(d)
 assert "data_offset" in s, "no data_offset in inspect --json"
-' || fail "brmrctl inspect --json is not valid or has no data_offset"
+assert d["map_offset"] >= d["meta_offset"] + d["meta_size"], "map area overlaps the metadata"
+assert d["map_offset"] % 4096 == 0 and d["map_size"] % 4096 == 0, "map area not 4K aligned"
+# 128 MiB in 128 KiB chunks: 1024 chunks, 128 bytes a bitmap, 4 KiB each for 16 members.
+assert d["map_size"] == 16 * 4096, "map_size %d" % d["map_size"]
+assert d["data_offset"] >= d["map_offset"] + d["map_size"], "data overlaps the map area"
+' || fail "brmrctl inspect --json is not valid or its layout is wrong"
+grep -qx "map_offset [0-9]*" "$WORK/inspect.txt" || fail "no map_offset in brmrctl inspect"
+grep -qx "map_size 65536" "$WORK/inspect.txt" || fail "no map_size 65536 in brmrctl inspect"
+
+# ctl SOCKET LINE: send one line to a control socket, print the answer.
+ctl() {
+	timeout 10 "$PY" -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode() + b"\n")
+out = b""
+while True:
+    b = s.recv(4096)
+    if not b:
+        break
+    out += b
+sys.stdout.write(out.decode())
+' "$@"
+}
+
 
 # expect_error DESC CMD...: non-zero exit (not a crash, not a timeout) and
 # a one-line error on stderr (a second line may only point at --help).
@@ -107,6 +134,14 @@ expect_error "brmr-server unknown option" "$SERVER" --bogus
 expect_error "brmr-server missing store" "$SERVER" --listen 127.0.0.1:0 --store "$WORK/none.store"
 expect_error "brmr-server junk store" "$SERVER" --listen 127.0.0.1:0 --store "$WORK/junk.store"
 expect_error "brmr-server bad provider" "$SERVER" --listen 127.0.0.1:0 --store "$PDIR/m1.store" --provider nosuch
+for v in 0 257 abc -1 8x ""; do
+	expect_error "brmr-server --sync-queue-depth '$v'" "$SERVER" --listen 127.0.0.1:0 --store "$WORK/none.store" --sync-queue-depth "$v"
+	grep -q -- "bad --sync-queue-depth" "$WORK/err" || fail "--sync-queue-depth '$v': $(cat "$WORK/err")"
+done
+for v in 10X -1 1.5M 10MB " 1" "" 99999999999999999999 20000000000G; do
+	expect_error "brmr-server --resync-rate '$v'" "$SERVER" --listen 127.0.0.1:0 --store "$WORK/none.store" --resync-rate "$v"
+	grep -q -- "bad --resync-rate" "$WORK/err" || fail "--resync-rate '$v': $(cat "$WORK/err")"
+done
 expect_error "nbd-brmr unknown option" "$CLIENT" --bogus
 expect_error "nbd-brmr without --member" "$CLIENT" --pool stat0 --socket "$WORK/n.sock"
 expect_error "nbd-brmr bad provider" "$CLIENT" --pool stat0 --member 127.0.0.1:1 --provider nosuch --socket "$WORK/n.sock"
@@ -123,6 +158,28 @@ s.bind(sys.argv[1])
 s.close()
 ' "$WORK/dead.ctl"
 expect_error "status of a socket nobody listens on" "$BRMRCTL" status --socket "$WORK/dead.ctl"
+
+log "brmr-server: good --sync-queue-depth and --resync-rate; fault on|off on every store"
+"$BRMRCTL" create --name other3 --size 64M --member "1,127.0.0.1:1,$WORK/o3.store" >/dev/null ||
+	fail "brmrctl create of a second scratch store failed"
+"$SERVER" --transport mem --listen stat-scratch --store "$WORK/o1.store" --store "$WORK/o3.store" \
+	--sync-queue-depth 256 --resync-rate 512K --control "$WORK/s.ctl" \
+	--ready-file "$WORK/s.ready" >"$WORK/s.log" 2>&1 &
+spid=$!
+wait_for 10 test -e "$WORK/s.ready" || fail "scratch brmr-server not ready: $(cat "$WORK/s.log")"
+[[ $(ctl "$WORK/s.ctl" "fault on") == ok ]] || fail "'fault on' was not answered 'ok'"
+grep -q "fault injection switched on for 2 store(s)" "$WORK/s.log" ||
+	fail "no 'fault injection switched on' in the log: $(cat "$WORK/s.log")"
+[[ $(ctl "$WORK/s.ctl" "fault off") == ok ]] || fail "'fault off' was not answered 'ok'"
+grep -q "fault injection switched off for 2 store(s)" "$WORK/s.log" ||
+	fail "no 'fault injection switched off' in the log: $(cat "$WORK/s.log")"
+for bad in "fault" "fault maybe" "frobnicate"; do
+	out=$(ctl "$WORK/s.ctl" "$bad")
+	[[ $out == "error: unknown command" ]] || fail "'$bad' answered '$out'"
+done
+grep -q '"other3"' <<<"$(ctl "$WORK/s.ctl" "status json")" || fail "scratch server does not serve other3"
+kill "$spid"
+wait "$spid" || fail "scratch brmr-server exited with $? after SIGTERM"
 
 log "the pool is still fine"
 "$POOL" wait --dir "$PDIR" --state normal --timeout 5 || fail "members not normal at the end"

@@ -59,9 +59,25 @@ static void fs_io(void *arg, struct rmr_store_io *io)
 	rmr_store_io_done(io, n < 0 ? -errno : 0);
 }
 
+static int fs_export(void *arg, uint64_t addr, void *buf, uint32_t len)
+{
+	struct filestore *fs = arg;
+
+	return pread(fs->fd, buf, len, (off_t)addr) == (ssize_t)len ? 0 : -EIO;
+}
+
+static int fs_import(void *arg, uint64_t addr, const void *buf, uint32_t len)
+{
+	struct filestore *fs = arg;
+
+	return pwrite(fs->fd, buf, len, (off_t)addr) == (ssize_t)len ? 0 : -EIO;
+}
+
 static const struct rmr_store_ops fs_ops = {
 	.size = sizeof(struct rmr_store_ops),
 	.io = fs_io,
+	.chunk_export = fs_export,
+	.chunk_import = fs_import,
 };
 
 static struct filestore stores[2];

@@ -2,8 +2,10 @@
 /*
  * A client and three members in one process over the in-process transport,
  * with in-memory stores: write fan-out, round-robin reads, ordering of
- * overlapping writes, member loss under load, store errors, and admission
- * of a member that missed writes (it must never serve a stale read).
+ * overlapping writes, member loss under load, store errors, and the return
+ * of a member that missed writes: it takes the dirty maps from a peer, copies
+ * what it missed from its peers (never through the client), and never
+ * serves a stale read.
  */
 #include "unit.h"
 #include <errno.h>
@@ -28,6 +30,8 @@ struct memstore {
 	pthread_mutex_t lock;
 	uint8_t meta[256];
 	size_t meta_len;
+	uint8_t *map;                /* the dirty-map area */
+	uint64_t map_size;
 };
 
 static void store_io(void *arg, struct rmr_store_io *io)
@@ -70,11 +74,59 @@ static int store_meta_save(void *arg, const void *buf, size_t len)
 	return 0;
 }
 
+static int store_export(void *arg, uint64_t addr, void *buf, uint32_t len)
+{
+	struct memstore *st = arg;
+
+	if (atomic_load(&st->fail))
+		return -EIO;
+	pthread_mutex_lock(&st->lock);
+	memcpy(buf, st->data + addr, len);
+	pthread_mutex_unlock(&st->lock);
+	return 0;
+}
+
+static int store_import(void *arg, uint64_t addr, const void *buf, uint32_t len)
+{
+	struct memstore *st = arg;
+
+	if (atomic_load(&st->fail))
+		return -EIO;
+	pthread_mutex_lock(&st->lock);
+	memcpy(st->data + addr, buf, len);
+	pthread_mutex_unlock(&st->lock);
+	return 0;
+}
+
+static int store_map_read(void *arg, uint64_t off, void *buf, size_t len)
+{
+	struct memstore *st = arg;
+
+	ck_assert_uint_le(off + len, st->map_size);
+	memcpy(buf, st->map + off, len);
+	return 0;
+}
+
+static int store_map_write(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct memstore *st = arg;
+
+	ck_assert_uint_eq(off % 4096, 0);
+	ck_assert_uint_eq(len % 4096, 0);
+	ck_assert_uint_le(off + len, st->map_size);
+	memcpy(st->map + off, buf, len);
+	return 0;
+}
+
 static const struct rmr_store_ops store_ops = {
 	.size = sizeof(struct rmr_store_ops),
 	.io = store_io,
+	.chunk_export = store_export,
+	.chunk_import = store_import,
 	.meta_load = store_meta_load,
 	.meta_save = store_meta_save,
+	.map_read = store_map_read,
+	.map_write = store_map_write,
 };
 
 struct member {
@@ -88,8 +140,11 @@ static struct member members[NMEMBERS];
 static rmr_uuid pool_uuid;
 static int test_round;
 
-static void member_start(unsigned i)
+/* Start member @i with a resync rate limit (0 = none). */
+static void member_start_rate(unsigned i, uint64_t rate)
 {
+	struct rmr_peer peers[NMEMBERS - 1];
+	unsigned npeers = 0;
 	struct rmr_server_opts so = {
 		.size = sizeof(so),
 		.listen_addr = members[i].addr,
@@ -103,11 +158,23 @@ static void member_start(unsigned i)
 		.chunk_size = CHUNK,
 		.member_id = (uint16_t)(i + 1),
 		.members_mask = 0xe, /* ids 1..3 */
+		.peers = peers,
+		.resync_rate = rate,
 	};
 
+	for (unsigned k = 0; k < NMEMBERS; k++)
+		if (k != i)
+			peers[npeers++] = (struct rmr_peer){ .member_id = (uint16_t)(k + 1),
+							     .addr = members[k].addr };
+	pp.npeers = npeers;
 	ck_assert_int_eq(rmr_server_create(&so, &members[i].srv), 0);
 	ck_assert_int_eq(rmr_server_add_pool(members[i].srv, &pp, &store_ops, &members[i].store,
 					     &members[i].pool), 0);
+}
+
+static void member_start(unsigned i)
+{
+	member_start_rate(i, 0);
 }
 
 static void member_stop(unsigned i)
@@ -131,8 +198,12 @@ static void setup(void)
 		atomic_store(&members[i].store.fail, false);
 		pthread_mutex_init(&members[i].store.lock, NULL);
 		members[i].store.meta_len = 0;
-		member_start(i);
+		members[i].store.map_size = rmr_server_map_area_size(POOL_SIZE, CHUNK);
+		members[i].store.map = calloc(1, members[i].store.map_size);
+		ck_assert_ptr_nonnull(members[i].store.map);
 	}
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		member_start(i);
 }
 
 static void teardown(void)
@@ -140,6 +211,7 @@ static void teardown(void)
 	for (unsigned i = 0; i < NMEMBERS; i++) {
 		member_stop(i);
 		free(members[i].store.data);
+		free(members[i].store.map);
 	}
 }
 
@@ -230,6 +302,43 @@ static void wait_state(struct rmr_client *c, unsigned i, enum rmr_member_state w
 	for (int n = 0; n < 500 && member_state(c, i) != want; n++)
 		usleep(10000);
 	ck_assert_str_eq(rmr_member_state_name(member_state(c, i)), rmr_member_state_name(want));
+}
+
+static void pool_status(unsigned i, struct rmr_server_pool_status *ps)
+{
+	static struct rmr_server_status ss;
+
+	ss.size = sizeof(ss);
+	ck_assert_int_eq(rmr_server_status(members[i].srv, &ss), 0);
+	ck_assert_uint_eq(ss.npools, 1);
+	*ps = ss.pools[0];
+}
+
+/* Poll (bounded) until no member records a dirty chunk for anyone. */
+static void wait_clean(void)
+{
+	uint64_t dirty = 0;
+
+	for (int n = 0; n < 1000; n++) {
+		dirty = 0;
+		for (unsigned i = 0; i < NMEMBERS; i++) {
+			struct rmr_server_pool_status ps;
+
+			pool_status(i, &ps);
+			for (unsigned id = 1; id <= NMEMBERS; id++)
+				dirty += ps.dirty_chunks[id];
+		}
+		if (!dirty)
+			return;
+		usleep(10000);
+	}
+	ck_assert_uint_eq(dirty, 0);
+}
+
+static void assert_stores_identical(void)
+{
+	for (unsigned i = 1; i < NMEMBERS; i++)
+		ck_assert(memcmp(members[0].store.data, members[i].store.data, POOL_SIZE) == 0);
 }
 
 START_TEST(write_fans_out_and_reads_back)
@@ -371,17 +480,119 @@ START_TEST(member_loss_keeps_io_going_and_is_recorded)
 		}
 	}
 
-	/* Member 2 comes back; a new client must keep it out of I/O. */
+	/*
+	 * Member 2 comes back: it takes the dirty maps from a peer, copies the
+	 * 16 chunks it missed from its peers and serves again. The client
+	 * carries none of that data.
+	 */
 	member_start(1);
 	c = open_client(1);
-	ck_assert_str_eq(rmr_member_state_name(member_state(c, 1)), "reconnecting");
+	wait_state(c, 1, RMR_MEMBER_NORMAL);
 	for (unsigned n = 0; n < 16; n++) {
 		fill(buf, CHUNK, 100 + n);
 		ck_assert_int_eq(do_io(c, RMR_IO_READ, (uint64_t)n * CHUNK, back, CHUNK), 0);
 		ck_assert_mem_eq(buf, back, CHUNK);
 	}
+	wait_clean();
+	assert_stores_identical();
 	ck_assert_int_eq(rmr_client_status(c, &st), 0);
-	ck_assert_uint_eq(st.members[1].reads, 0);
+	ck_assert_uint_eq(st.members[1].resync_bytes, 0);
+	ck_assert_uint_eq(st.members[1].map_updates, 1);
+	ck_assert_uint_eq(st.missed_mask, 0);
+	{
+		struct rmr_server_pool_status ps, p1, p3;
+
+		pool_status(1, &ps);
+		pool_status(0, &p1);
+		pool_status(2, &p3);
+		/* Exactly the chunks it missed, once each, served by its peers. */
+		ck_assert_uint_eq(ps.resync_bytes, 16 * CHUNK);
+		ck_assert_uint_eq(p1.served_sync_bytes + p3.served_sync_bytes, 16 * CHUNK);
+		ck_assert_uint_eq(ps.map_pulls, 1);
+		ck_assert_uint_eq(ps.resync_done, 16);
+		ck_assert_uint_eq(ps.resync_total, 16);
+	}
+	rmr_client_close(c);
+	free(buf);
+	free(back);
+}
+END_TEST
+
+START_TEST(whole_chunk_writes_clear_without_copy)
+{
+	struct rmr_client *c = open_client(1);
+	uint8_t *buf = malloc(CHUNK), *back = malloc(CHUNK);
+	struct rmr_server_pool_status ps;
+
+	member_stop(1);
+	wait_state(c, 1, RMR_MEMBER_FAILED);
+	for (unsigned n = 0; n < 6; n++) {
+		fill(buf, CHUNK, 40 + n);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, (uint64_t)n * CHUNK, buf, CHUNK), 0);
+	}
+	rmr_client_close(c);
+
+	/* Background resync stalled by a rate limit of 1 byte/s: only I/O copies. */
+	member_start_rate(1, 1);
+	c = open_client(1);
+	wait_state(c, 1, RMR_MEMBER_NORMAL);
+	for (unsigned n = 0; n < 4; n++) {
+		fill(buf, CHUNK, 60 + n);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, (uint64_t)n * CHUNK, buf, CHUNK), 0);
+	}
+	pool_status(1, &ps);
+	ck_assert_uint_eq(ps.resync_bytes, 0);
+	ck_assert_uint_eq(ps.dirty_chunks[2], 2);
+	/* A partial write copies its chunk first, then applies on top. */
+	fill(buf, 4096, 99);
+	ck_assert_int_eq(do_io(c, RMR_IO_WRITE, 4 * CHUNK + 8192, buf, 4096), 0);
+	pool_status(1, &ps);
+	ck_assert_uint_eq(ps.resync_bytes, CHUNK);
+	ck_assert_uint_eq(ps.dirty_chunks[2], 1);
+	/* Reads of chunk 5 reach member 2 in turn: it copies before it serves. */
+	fill(buf, CHUNK, 45);
+	for (unsigned n = 0; n < 3; n++) {
+		ck_assert_int_eq(do_io(c, RMR_IO_READ, 5 * CHUNK, back, CHUNK), 0);
+		ck_assert_mem_eq(buf, back, CHUNK);
+	}
+	pool_status(1, &ps);
+	ck_assert_uint_eq(ps.resync_bytes, 2 * CHUNK);
+	ck_assert_uint_eq(ps.dirty_chunks[2], 0);
+	ck_assert_uint_eq(ps.resync_done, 6);
+	wait_clean();
+	assert_stores_identical();
+	rmr_client_close(c);
+	free(buf);
+	free(back);
+}
+END_TEST
+
+START_TEST(store_error_heals_once_cleared)
+{
+	struct rmr_client *c = open_client(1);
+	uint8_t *buf = malloc(CHUNK), *back = malloc(CHUNK);
+	struct rmr_pool_status st = { .size = sizeof(st) };
+
+	atomic_store(&members[2].store.fail, true);
+	for (unsigned n = 0; n < 8; n++) {
+		fill(buf, CHUNK, 17 + n);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, (uint64_t)n * CHUNK + 512, buf, 4096), 0);
+	}
+	ck_assert_int_ne(member_state(c, 2), RMR_MEMBER_NORMAL);
+	/* While the store fails, the member cannot prove it works: it stays out. */
+	usleep(300000);
+	ck_assert_int_ne(member_state(c, 2), RMR_MEMBER_NORMAL);
+	atomic_store(&members[2].store.fail, false);
+	wait_state(c, 2, RMR_MEMBER_NORMAL);
+	wait_clean();
+	assert_stores_identical();
+	for (unsigned n = 0; n < 8; n++) {
+		fill(buf, CHUNK, 17 + n);
+		ck_assert_int_eq(do_io(c, RMR_IO_READ, (uint64_t)n * CHUNK + 512, back, 4096), 0);
+		ck_assert_mem_eq(buf, back, 4096);
+	}
+	ck_assert_int_eq(rmr_client_status(c, &st), 0);
+	ck_assert_uint_eq(st.members[2].resync_bytes, 0);
 	rmr_client_close(c);
 	free(buf);
 	free(back);
@@ -451,6 +662,8 @@ int main(void)
 	tcase_add_test(tc, overlapping_writes_apply_in_order_everywhere);
 	tcase_add_test(tc, member_loss_keeps_io_going_and_is_recorded);
 	tcase_add_test(tc, store_error_fails_member_not_request);
+	tcase_add_test(tc, whole_chunk_writes_clear_without_copy);
+	tcase_add_test(tc, store_error_heals_once_cleared);
 	tcase_add_test(tc, all_members_lost_fails_requests);
 	tcase_add_test(tc, status_renders_as_text_and_json);
 	suite_add_tcase(s, tc);

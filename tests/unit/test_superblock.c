@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include <rmr/brmr.h>
+#include <rmr/server.h>
 
 #include "crc32c.h"
 #include "store.h"
@@ -24,7 +26,22 @@
 
 #define GiB (1024ull * 1024 * 1024)
 #define MiB (1024ull * 1024)
+#define TiB (1024ull * GiB)
 #define SMALL_POOL (4 * MiB)
+#define CHUNK (128u * 1024)
+
+static uint64_t up(uint64_t x, uint64_t align)
+{
+	return (x + align - 1) / align * align;
+}
+
+/* A metadata slot: max(1 MiB, roundup4K(64 + meta_max)). */
+static uint64_t meta_slot_size(uint64_t meta_max)
+{
+	uint64_t slot = up(64 + meta_max, 4096);
+
+	return slot > MiB ? slot : MiB;
+}
 
 static char tmpdir[256];
 static char path[512];
@@ -237,10 +254,14 @@ START_TEST(test_round_trip)
 	ck_assert_uint_eq(info.member_id, 2);
 	ck_assert_uint_eq(info.format_version, 1);
 	ck_assert_uint_eq(info.sequence, 1);
+	/* The layout of docs/disk-format.md, from the real meta_max and map size. */
 	ck_assert_uint_eq(info.meta_offset, SB_AREA_SIZE);
-	ck_assert_uint_ge(info.meta_size, 2 * SB_META_SLOT_MIN);
-	ck_assert_uint_eq(info.data_offset % MiB, 0);
-	ck_assert_uint_ge(info.data_offset, info.meta_offset + info.meta_size);
+	ck_assert_uint_eq(info.meta_size, 2 * meta_slot_size(rmr_server_meta_max()));
+	ck_assert_uint_eq(info.map_offset, info.meta_offset + info.meta_size);
+	/* 32 chunks: 16 members x one 4 KiB bitmap each. */
+	ck_assert_uint_eq(rmr_server_map_area_size(SMALL_POOL, CHUNK), 16 * 4096);
+	ck_assert_uint_eq(info.map_size, 16 * 4096);
+	ck_assert_uint_eq(info.data_offset, up(info.map_offset + info.map_size, MiB));
 	ck_assert_int_eq(brmr_store_members(s, m, RMR_MAX_MEMBERS), 3);
 	for (unsigned i = 0; i < 3; i++) {
 		ck_assert_uint_eq(m[i].id, test_members[i].id);
@@ -259,6 +280,21 @@ START_TEST(test_round_trip)
 	/* Encode/decode is the identity; slot B is left zero by format. */
 	read_slot(0, &d);
 	ck_assert_int_eq(superblock_decode(&d, UINT64_MAX, &sb, NULL, 0), 0);
+	ck_assert_uint_eq(sb.map_offset, info.map_offset);
+	ck_assert_uint_eq(sb.map_size, info.map_size);
+	/* The new fields sit at bytes 152 and 160, little-endian; reserved1 after them. */
+	{
+		const uint8_t *raw = (const uint8_t *)&d;
+		uint64_t mo = 0, ms = 0;
+
+		for (int i = 7; i >= 0; i--) {
+			mo = mo << 8 | raw[152 + i];
+			ms = ms << 8 | raw[160 + i];
+		}
+		ck_assert_uint_eq(mo, info.map_offset);
+		ck_assert_uint_eq(ms, info.map_size);
+		ck_assert(is_zero(raw + 168, 88));
+	}
 	superblock_encode(&sb, &d);
 	ck_assert_int_eq(superblock_decode(&d, UINT64_MAX, &back, NULL, 0), 0);
 	ck_assert_mem_eq(&sb, &back, sizeof(sb));
@@ -311,9 +347,20 @@ MUT(meta_size_huge, d->meta_size = sb_cpu_to_le64(UINT64_MAX - 8191))
 MUT(data_unaligned, d->data_offset = sb_cpu_to_le64(sb_le64_to_cpu(d->data_offset) + 4096))
 MUT(data_overlap, d->meta_size = sb_cpu_to_le64(sb_le64_to_cpu(d->data_offset)))
 MUT(data_zero, d->data_offset = sb_cpu_to_le64(0))
+MUT(data_in_map, d->data_offset = sb_cpu_to_le64(sb_le64_to_cpu(d->data_offset) - MiB))
+MUT(data_huge, d->data_offset = sb_cpu_to_le64(UINT64_MAX / MiB * MiB))
+MUT(map_zero, d->map_offset = sb_cpu_to_le64(0); d->map_size = sb_cpu_to_le64(0))
+MUT(map_unaligned, d->map_offset = sb_cpu_to_le64(sb_le64_to_cpu(d->map_offset) + 512))
+MUT(map_in_meta, d->map_offset = sb_cpu_to_le64(sb_le64_to_cpu(d->map_offset) - 4096))
+MUT(map_size_zero, d->map_size = sb_cpu_to_le64(0))
+MUT(map_size_unaligned, d->map_size = sb_cpu_to_le64(sb_le64_to_cpu(d->map_size) + 512))
+MUT(map_size_small, d->map_size = sb_cpu_to_le64(sb_le64_to_cpu(d->map_size) - 4096))
+MUT(map_size_huge, d->map_size = sb_cpu_to_le64(UINT64_MAX / 4096 * 4096))
+MUT(map_size_past_data, d->map_size = sb_cpu_to_le64(sb_le64_to_cpu(d->data_offset)))
 MUT(sequence_zero, d->sequence = sb_cpu_to_le64(0))
 MUT(flags, d->flags = sb_cpu_to_le64(1ull << 33))
 MUT(reserved1, d->reserved1[7] = 1)
+MUT(reserved1_last, d->reserved1[87] = 1)
 MUT(reserved2, d->reserved2[2000] = 0x80)
 MUT(nmembers_big, d->nmembers = sb_cpu_to_le16(RMR_MAX_MEMBERS + 1))
 MUT(member_entry_id0, d->members[1].id = sb_cpu_to_le16(0))
@@ -349,7 +396,7 @@ static const struct corruption corruptions[] = {
 	{ "pool size 0", mut_pool_zero, -EBADMSG, "pool size 0" },
 	{ "pool size unaligned", mut_pool_unaligned, -EBADMSG, "not a positive multiple of 4096" },
 	{ "pool beyond device", mut_pool_beyond, -EBADMSG, "truncated store" },
-	{ "pool size overflow", mut_pool_huge, -EBADMSG, "overflows" },
+	{ "pool size overflow", mut_pool_huge, -EBADMSG, "than the dirty maps allow" },
 	{ "meta in superblocks", mut_meta_in_sb, -EBADMSG, "overlaps the superblocks" },
 	{ "meta unaligned", mut_meta_unaligned, -EBADMSG, "not 4K aligned" },
 	{ "meta size 0", mut_meta_size_zero, -EBADMSG, "metadata size 0" },
@@ -357,10 +404,21 @@ static const struct corruption corruptions[] = {
 	{ "meta size overflow", mut_meta_size_huge, -EBADMSG, "metadata area overflows" },
 	{ "data unaligned", mut_data_unaligned, -EBADMSG, "not 1 MiB aligned" },
 	{ "data overlaps meta", mut_data_overlap, -EBADMSG, "overlaps the metadata area" },
-	{ "data offset 0", mut_data_zero, -EBADMSG, "overlaps the metadata area" },
+	{ "data offset 0", mut_data_zero, -EBADMSG, "overlaps the dirty-map area" },
+	{ "data overlaps maps", mut_data_in_map, -EBADMSG, "overlaps the dirty-map area" },
+	{ "data offset overflow", mut_data_huge, -EBADMSG, "data area overflows" },
+	{ "map area zero", mut_map_zero, -EBADMSG, "dirty-map offset 0 overlaps the metadata" },
+	{ "map unaligned", mut_map_unaligned, -EBADMSG, "is not 4K aligned" },
+	{ "map overlaps meta", mut_map_in_meta, -EBADMSG, "overlaps the metadata area" },
+	{ "map size 0", mut_map_size_zero, -EBADMSG, "dirty-map size 0 is smaller" },
+	{ "map size unaligned", mut_map_size_unaligned, -EBADMSG, "not a multiple of 4096" },
+	{ "map size short", mut_map_size_small, -EBADMSG, "smaller than the pool's maps (65536" },
+	{ "map size overflow", mut_map_size_huge, -EBADMSG, "dirty-map area overflows" },
+	{ "map past data", mut_map_size_past_data, -EBADMSG, "overlaps the dirty-map area" },
 	{ "sequence 0", mut_sequence_zero, -EBADMSG, "sequence is zero" },
 	{ "flags", mut_flags, -EPROTONOSUPPORT, "unknown flags" },
 	{ "reserved1", mut_reserved1, -EBADMSG, "reserved bytes" },
+	{ "reserved1 last byte", mut_reserved1_last, -EBADMSG, "reserved bytes" },
 	{ "reserved2", mut_reserved2, -EBADMSG, "reserved bytes" },
 	{ "nmembers 17", mut_nmembers_big, -EBADMSG, "member list has 17 entries" },
 	{ "member entry id 0", mut_member_entry_id0, -EBADMSG, "entry 1: id 0 out of range" },
@@ -827,22 +885,53 @@ START_TEST(test_large_store_io)
 	ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, 0, far, 4096, buf), -EIO);
 	ck_assert_int_eq(do_io(s, BRMR_OP_FLUSH, 0, 0, 0, NULL), -EIO);
 	ck_assert_int_eq(store_ops.chunk_export(s, 0, back, 128 * 1024), -EIO);
+	ck_assert_int_eq(store_ops.chunk_import(s, 0, buf, 4096), -EIO);
 	brmr_store_inject_fault(s, false);
 	ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, 0, far, 4096, buf), 0);
+	/* The failed import wrote nothing. */
+	ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, 0, 4096, back), 0);
+	ck_assert(is_zero(back, 4096));
 
-	/* Chunk export/import of a chunk past 4 GiB. */
+	/* Byte ranges of a chunk past 4 GiB: whole, and in pieces. */
 	{
-		uint64_t chunk = far / (128 * 1024) + 1;
+		uint64_t base = (far / CHUNK + 1) * CHUNK;
 
-		ck_assert_int_eq(store_ops.chunk_import(s, chunk, buf, 128 * 1024), 0);
+		ck_assert_int_eq(store_ops.chunk_import(s, base, buf, CHUNK), 0);
 		memset(back, 0, sizeof(back));
-		ck_assert_int_eq(store_ops.chunk_export(s, chunk, back, 128 * 1024), 0);
-		ck_assert(!memcmp(buf, back, 128 * 1024));
-		ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, chunk * 128 * 1024, 4096, back), 0);
+		ck_assert_int_eq(store_ops.chunk_export(s, base, back, CHUNK), 0);
+		ck_assert(!memcmp(buf, back, CHUNK));
+		ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, base, 4096, back), 0);
 		ck_assert(!memcmp(buf, back, 4096));
-		ck_assert_int_eq(store_ops.chunk_export(s, pool / (128 * 1024), back, 128 * 1024),
-				 -EINVAL);
-		ck_assert_int_eq(store_ops.chunk_export(s, chunk, back, 4096), -EINVAL);
+		/* A piece in the middle, unaligned: only those bytes change. */
+		memset(back, 0x3c, 5000);
+		ck_assert_int_eq(store_ops.chunk_import(s, base + 777, back, 5000), 0);
+		memset(back, 0, sizeof(back));
+		ck_assert_int_eq(store_ops.chunk_export(s, base, back, CHUNK), 0);
+		ck_assert(!memcmp(back, buf, 777));
+		for (unsigned i = 777; i < 777 + 5000; i++)
+			expect(back[i] == 0x3c);
+		ck_assert(!memcmp(back + 5777, buf + 5777, CHUNK - 5777));
+		/* The last byte of the chunk alone; one byte each side of the edge. */
+		ck_assert_int_eq(store_ops.chunk_export(s, base + CHUNK - 1, back, 1), 0);
+		ck_assert_uint_eq(back[0], buf[CHUNK - 1]);
+		/* Ranges crossing a chunk edge, empty, or past the pool: refused. */
+		ck_assert_int_eq(store_ops.chunk_export(s, base + 4096, back, CHUNK), -EINVAL);
+		ck_assert_int_eq(store_ops.chunk_import(s, base + CHUNK - 1, buf, 2), -EINVAL);
+		ck_assert_int_eq(store_ops.chunk_export(s, base - 1, back, 2), -EINVAL);
+		ck_assert_int_eq(store_ops.chunk_export(s, base, back, 0), -EINVAL);
+		ck_assert_int_eq(store_ops.chunk_export(s, base, back, CHUNK + 4096), -EINVAL);
+		ck_assert_int_eq(store_ops.chunk_export(s, pool, back, 4096), -EINVAL);
+		ck_assert_int_eq(store_ops.chunk_import(s, pool, buf, 1), -EINVAL);
+		ck_assert_int_eq(store_ops.chunk_export(s, UINT64_MAX - 10, back, 4096), -EINVAL);
+		ck_assert_int_eq(store_ops.chunk_export(s, base, NULL, 4096), -EINVAL);
+		ck_assert_int_eq(store_ops.chunk_import(s, base, NULL, 4096), -EINVAL);
+		/* None of the refused calls wrote anything. */
+		ck_assert_int_eq(store_ops.chunk_export(s, base + CHUNK - 1, back, 1), 0);
+		ck_assert_uint_eq(back[0], buf[CHUNK - 1]);
+		ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, base + CHUNK, 4096, back), 0);
+		ck_assert(is_zero(back, 4096));
+		ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, pool - 4096, 4096, back), 0);
+		ck_assert(!memcmp(buf, back, 4096)); /* the FUA write above */
 	}
 	ck_assert_int_eq(store_ops.flush(s), 0);
 	brmr_store_close(s);
@@ -858,12 +947,21 @@ START_TEST(test_short_last_chunk)
 	format_store(pool);
 	s = open_ok();
 	memset(buf, 0xc3, sizeof(buf));
-	ck_assert_int_eq(store_ops.chunk_import(s, 3, buf, 8192), 0);
-	ck_assert_int_eq(store_ops.chunk_export(s, 3, back, 8192), 0);
+	/* The last chunk has 8 KiB: all of it, or a piece, but nothing past the pool. */
+	ck_assert_int_eq(store_ops.chunk_import(s, 3 * CHUNK, buf, 8192), 0);
+	ck_assert_int_eq(store_ops.chunk_export(s, 3 * CHUNK, back, 8192), 0);
 	ck_assert(!memcmp(buf, back, 8192));
-	ck_assert_int_eq(store_ops.chunk_export(s, 3, back, 128 * 1024), -EINVAL);
-	ck_assert_int_eq(store_ops.chunk_export(s, 4, back, 8192), -EINVAL);
-	ck_assert_int_eq(store_ops.chunk_import(s, 2, buf, 128 * 1024), 0);
+	ck_assert_int_eq(store_ops.chunk_export(s, 3 * CHUNK + 4096, back, 4096), 0);
+	ck_assert(!memcmp(buf, back, 4096));
+	ck_assert_int_eq(store_ops.chunk_export(s, 3 * CHUNK, back, 128 * 1024), -EINVAL);
+	ck_assert_int_eq(store_ops.chunk_export(s, 3 * CHUNK, back, 8193), -EINVAL);
+	ck_assert_int_eq(store_ops.chunk_export(s, 3 * CHUNK + 8192, back, 1), -EINVAL);
+	ck_assert_int_eq(store_ops.chunk_export(s, 4 * CHUNK, back, 8192), -EINVAL);
+	ck_assert_int_eq(store_ops.chunk_import(s, 2 * CHUNK, buf, 128 * 1024), 0);
+	/* From chunk 2 into chunk 3: crosses an edge. */
+	ck_assert_int_eq(store_ops.chunk_import(s, 3 * CHUNK - 4096, buf, 8192), -EINVAL);
+	ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, 2 * CHUNK, 128 * 1024, back), 0);
+	ck_assert(!memcmp(buf, back, 128 * 1024));
 	brmr_store_close(s);
 }
 END_TEST
@@ -988,19 +1086,329 @@ START_TEST(test_meta_torn_save)
 }
 END_TEST
 
+/* Lay out @p pool_size at @p chunk with @p meta_max; the result must pass the decoder's rules. */
+static struct superblock layout(uint64_t pool_size, uint32_t chunk, size_t meta_max)
+{
+	struct superblock sb = {
+		.version = SB_VERSION, .pool_name = "x", .member_id = 1, .sequence = 1,
+		.chunk_size = chunk, .pool_size = pool_size,
+	};
+	char why[256] = "";
+
+	sb.pool_uuid.b[0] = 1;
+	ck_assert_int_eq(superblock_layout(&sb, meta_max), 0);
+	ck_assert_msg(superblock_check(&sb, UINT64_MAX, why, sizeof(why)) == 0, "%s", why);
+	return sb;
+}
+
 START_TEST(test_layout_sizes)
 {
-	struct superblock sb = { .chunk_size = 128 * 1024, .pool_size = 16 * GiB };
+	struct superblock sb;
 
-	ck_assert_int_eq(superblock_layout(&sb, 4096), 0);
+	/* A small blob: the 1 MiB slot floor. 16 GiB: 16 KiB per member's bitmap. */
+	sb = layout(16 * GiB, CHUNK, 4096);
 	ck_assert_uint_eq(sb.meta_offset, 8192);
-	ck_assert_uint_eq(sb.meta_size, 2 * MiB); /* 256 KiB of maps: the 1 MiB floor */
+	ck_assert_uint_eq(sb.meta_size, 2 * MiB);
+	ck_assert_uint_eq(sb.map_offset, 8192 + 2 * MiB);
+	ck_assert_uint_eq(sb.map_size, 16 * 16 * 1024);
 	ck_assert_uint_eq(sb.data_offset, 3 * MiB);
-	sb.pool_size = 2048 * GiB; /* 2 TiB: 32 MiB of maps per slot */
-	ck_assert_int_eq(superblock_layout(&sb, 4096), 0);
-	ck_assert_uint_eq(sb.meta_size, 2 * (32 * MiB + 8192));
-	ck_assert_uint_eq(sb.data_offset % MiB, 0);
-	ck_assert_uint_ge(sb.data_offset, sb.meta_offset + sb.meta_size);
+	/* 2 TiB: 2 MiB bitmaps, 32 MiB of maps; the metadata slots do not grow with the pool. */
+	sb = layout(2 * TiB, CHUNK, 4096);
+	ck_assert_uint_eq(sb.meta_size, 2 * MiB);
+	ck_assert_uint_eq(sb.map_offset, 8192 + 2 * MiB);
+	ck_assert_uint_eq(sb.map_size, 32 * MiB);
+	ck_assert_uint_eq(sb.data_offset, 35 * MiB);
+
+	/* The examples of docs/disk-format.md, with meta_max = 4 MiB. */
+	sb = layout(SMALL_POOL, CHUNK, 4 * MiB);
+	ck_assert_uint_eq(sb.meta_size, 2 * (4 * MiB + 4096));
+	ck_assert_uint_eq(sb.map_offset, 8404992);
+	ck_assert_uint_eq(sb.map_size, 64 * 1024);
+	ck_assert_uint_eq(sb.data_offset, 9 * MiB);
+	sb = layout(16 * GiB, CHUNK, 4 * MiB);
+	ck_assert_uint_eq(sb.map_size, 256 * 1024);
+	ck_assert_uint_eq(sb.data_offset, 9 * MiB);
+	sb = layout(2 * TiB, CHUNK, 4 * MiB);
+	ck_assert_uint_eq(sb.map_size, 32 * MiB);
+	ck_assert_uint_eq(sb.data_offset, 41 * MiB);
+	sb = layout(2 * TiB, 1024 * 1024, 4 * MiB);
+	ck_assert_uint_eq(sb.map_size, 4 * MiB);
+	ck_assert_uint_eq(sb.data_offset, 13 * MiB);
+	sb = layout(64 * TiB, CHUNK, 4 * MiB); /* 2^29 chunks: the most librmr tracks */
+	ck_assert_uint_eq(sb.map_size, GiB);
+	ck_assert_uint_eq(sb.data_offset, GiB + 9 * MiB);
+
+	/* An odd chunk count rounds each bitmap up to 4 KiB. */
+	sb = layout(4096ull * 8 * CHUNK + CHUNK, CHUNK, 4096); /* 32769 chunks */
+	ck_assert_uint_eq(sb.map_size, 16 * 8192);
+	ck_assert_uint_eq(sb.map_size, rmr_server_map_area_size(sb.pool_size, CHUNK));
+
+	/* One chunk more than the dirty maps cover: no layout. */
+	sb = (struct superblock){ .chunk_size = CHUNK, .pool_size = 64 * TiB + CHUNK };
+	ck_assert_int_eq(superblock_layout(&sb, 4096), -EINVAL);
+	sb = (struct superblock){ .chunk_size = CHUNK, .pool_size = UINT64_MAX - 4095 };
+	ck_assert_int_eq(superblock_layout(&sb, 4096), -EINVAL);
+}
+END_TEST
+
+/* A map area with more room than the pool needs, and gaps between the areas, decode. */
+START_TEST(test_layout_roomier_accepted)
+{
+	struct superblock sb, back;
+	struct sb_disk d;
+	char why[256] = "";
+
+	format_store(SMALL_POOL);
+	read_slot(0, &d);
+	ck_assert_int_eq(superblock_decode(&d, UINT64_MAX, &sb, NULL, 0), 0);
+	sb.map_offset += 8192;        /* a gap after the metadata */
+	sb.map_size += 3 * 4096;      /* and more than 16 bitmaps */
+	ck_assert_uint_le(sb.map_offset + sb.map_size, sb.data_offset);
+	superblock_encode(&sb, &d);
+	ck_assert_msg(superblock_decode(&d, UINT64_MAX, &back, why, sizeof(why)) == 0, "%s", why);
+	ck_assert_uint_eq(back.map_offset, sb.map_offset);
+	ck_assert_uint_eq(back.map_size, sb.map_size);
+}
+END_TEST
+
+static int map_read(struct brmr_store *s, uint64_t off, void *buf, size_t len)
+{
+	return store_ops.map_read(s, off, buf, len);
+}
+
+static int map_write(struct brmr_store *s, uint64_t off, const void *buf, size_t len)
+{
+	return store_ops.map_write(s, off, buf, len);
+}
+
+START_TEST(test_map_area)
+{
+	struct brmr_store_info info = { .size = sizeof(info) };
+	static uint8_t buf[64 * 1024], back[64 * 1024];
+	struct brmr_store *s;
+	uint64_t size;
+	char blob[16];
+	size_t len;
+	int fd;
+
+	format_store(SMALL_POOL);
+	s = open_ok();
+	ck_assert_int_eq(brmr_store_info(s, &info), 0);
+	size = info.map_size;
+	ck_assert_uint_eq(size, 64 * 1024);
+	ck_assert_ptr_nonnull(store_ops.map_read);
+	ck_assert_ptr_nonnull(store_ops.map_write);
+
+	/* A new store's area reads as zeroes. */
+	memset(back, 0xee, sizeof(back));
+	ck_assert_int_eq(map_read(s, 0, back, size), 0);
+	ck_assert(is_zero(back, size));
+
+	/* Blocks at the start, in the middle, at the end; several at once. */
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 13 + 1);
+	ck_assert_int_eq(map_write(s, 0, buf, 4096), 0);
+	ck_assert_int_eq(map_write(s, 5 * 4096, buf + 4096, 2 * 4096), 0);
+	ck_assert_int_eq(map_write(s, size - 4096, buf + 3 * 4096, 4096), 0);
+
+	/* Range checks: misaligned, partial, empty, outside, overflowing, NULL. */
+	ck_assert_int_eq(map_write(s, 512, buf, 4096), -EINVAL);
+	ck_assert_int_eq(map_write(s, 4096, buf, 100), -EINVAL);
+	ck_assert_int_eq(map_write(s, 4096, buf, 4096 + 512), -EINVAL);
+	ck_assert_int_eq(map_write(s, 4096, buf, 0), -EINVAL);
+	ck_assert_int_eq(map_write(s, size, buf, 4096), -EINVAL);
+	ck_assert_int_eq(map_write(s, size - 4096, buf, 8192), -EINVAL);
+	ck_assert_int_eq(map_write(s, UINT64_MAX - 4095, buf, 4096), -EINVAL);
+	ck_assert_int_eq(map_write(s, 4096, NULL, 4096), -EINVAL);
+	ck_assert_int_eq(map_read(s, size, back, 1), -EINVAL);
+	ck_assert_int_eq(map_read(s, size - 10, back, 11), -EINVAL);
+	ck_assert_int_eq(map_read(s, UINT64_MAX - 10, back, 20), -EINVAL);
+	ck_assert_int_eq(map_read(s, 0, back, 0), -EINVAL);
+	ck_assert_int_eq(map_read(s, 0, NULL, 4096), -EINVAL);
+	/* Reads need no alignment. */
+	ck_assert_int_eq(map_read(s, 5 * 4096 + 100, back, 10), 0);
+	ck_assert(!memcmp(back, buf + 4096 + 100, 10));
+	ck_assert_int_eq(map_read(s, size - 10, back, 10), 0);
+	ck_assert(!memcmp(back, buf + 4 * 4096 - 10, 10));
+
+	/* Fault injection is for data I/O only: the maps keep working. */
+	brmr_store_inject_fault(s, true);
+	ck_assert_int_eq(map_write(s, 4096, buf + 8 * 4096, 4096), 0);
+	ck_assert_int_eq(map_read(s, 4096, back, 4096), 0);
+	ck_assert(!memcmp(back, buf + 8 * 4096, 4096));
+	ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, 0, 4096, back), -EIO);
+	brmr_store_inject_fault(s, false);
+
+	/* Neither data nor metadata were touched by the map writes. */
+	ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, 0, 4096, back), 0);
+	ck_assert(is_zero(back, 4096));
+	ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, SMALL_POOL - 4096, 4096, back), 0);
+	ck_assert(is_zero(back, 4096));
+	ck_assert_int_eq(meta_load(s, blob, sizeof(blob), &len), 0);
+	ck_assert_uint_eq(len, 0);
+	/* And map writes do not bleed into data or metadata in the other direction. */
+	memset(back, 0x5a, 4096);
+	ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, 0, 0, 4096, back), 0);
+	ck_assert_int_eq(store_ops.meta_save(s, "meta", 4), 0);
+	brmr_store_close(s);
+
+	/* Everything survives a reopen, at map_offset in the file as the format says. */
+	s = open_ok();
+	ck_assert_int_eq(map_read(s, 0, back, size), 0);
+	ck_assert(!memcmp(back, buf, 4096));
+	ck_assert(!memcmp(back + 4096, buf + 8 * 4096, 4096));
+	ck_assert(is_zero(back + 2 * 4096, 3 * 4096));
+	ck_assert(!memcmp(back + 5 * 4096, buf + 4096, 2 * 4096));
+	ck_assert(is_zero(back + 7 * 4096, size - 8 * 4096));
+	ck_assert(!memcmp(back + size - 4096, buf + 3 * 4096, 4096));
+	brmr_store_close(s);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, back, 8192, (off_t)info.map_offset), 8192);
+	ck_assert(!memcmp(back, buf, 4096));
+	ck_assert(!memcmp(back + 4096, buf + 8 * 4096, 4096));
+	ck_assert_int_eq(pread(fd, back, 4096, (off_t)(info.map_offset + size - 4096)), 4096);
+	ck_assert(!memcmp(back, buf + 3 * 4096, 4096));
+	/* The bytes before and after the area are not the map's. */
+	ck_assert_int_eq(pread(fd, back, 4096, (off_t)(info.map_offset + size)), 4096);
+	ck_assert(is_zero(back, 4096));
+	close(fd);
+
+	/* A forced re-format over the old file starts with a zero map area again. */
+	{
+		struct brmr_format_params p = params(SMALL_POOL, 2);
+		char why[256] = "";
+
+		p.force = true;
+		ck_assert_msg(brmr_store_format_pool(path, &p, test_members, 3, 0, why,
+						     sizeof(why)) == 0, "%s", why);
+	}
+	s = open_ok();
+	memset(back, 0xee, sizeof(back));
+	ck_assert_int_eq(map_read(s, 0, back, size), 0);
+	ck_assert(is_zero(back, size));
+	brmr_store_close(s);
+}
+END_TEST
+
+START_TEST(test_serve_params)
+{
+	struct rmr_peer peers[RMR_MAX_MEMBERS];
+	struct rmr_pool_params pp;
+	struct brmr_serve_opts opts = {
+		.size = sizeof(opts), .sync_queue_depth = 7, .resync_rate = 5 * MiB,
+	};
+	struct brmr_format_params p = params(SMALL_POOL, 5);
+	struct brmr_store *s;
+	char why[256] = "";
+
+	format_store(SMALL_POOL); /* member 2 of 1, 2, 5 */
+	s = open_ok();
+	ck_assert_int_eq(store_pool_params(s, &opts, &pp, peers), 0);
+	ck_assert_uint_eq(pp.size, sizeof(pp));
+	ck_assert_str_eq(pp.name, "vol-1");
+	ck_assert_mem_eq(pp.uuid.b, p.pool_uuid.b, RMR_UUID_LEN);
+	ck_assert_uint_eq(pp.pool_size, SMALL_POOL);
+	ck_assert_uint_eq(pp.chunk_size, CHUNK);
+	ck_assert_uint_eq(pp.member_id, 2);
+	ck_assert_uint_eq(pp.members_mask, (1u << 1) | (1u << 2) | (1u << 5));
+	/* Every listed member but this one, in list order, with its address. */
+	ck_assert_uint_eq(pp.npeers, 2);
+	ck_assert_ptr_eq(pp.peers, peers);
+	ck_assert_uint_eq(peers[0].member_id, 1);
+	ck_assert_str_eq(peers[0].addr, "127.0.0.1:7001");
+	ck_assert_uint_eq(peers[1].member_id, 5);
+	ck_assert_str_eq(peers[1].addr, "[::1]:7005");
+	ck_assert_uint_eq(pp.sync_queue_depth, 7);
+	ck_assert_uint_eq(pp.resync_rate, 5 * MiB);
+
+	/* NULL options: librmr's defaults (zero). */
+	ck_assert_int_eq(store_pool_params(s, NULL, &pp, peers), 0);
+	ck_assert_uint_eq(pp.sync_queue_depth, 0);
+	ck_assert_uint_eq(pp.resync_rate, 0);
+	ck_assert_uint_eq(pp.npeers, 2);
+	/* An older, shorter options struct: what it lacks is default. */
+	opts.size = offsetof(struct brmr_serve_opts, resync_rate);
+	ck_assert_int_eq(store_pool_params(s, &opts, &pp, peers), 0);
+	ck_assert_uint_eq(pp.sync_queue_depth, 7);
+	ck_assert_uint_eq(pp.resync_rate, 0);
+	/* Too short to hold even its size: refused, by brmr_store_serve() too. */
+	opts.size = 1;
+	ck_assert_int_eq(store_pool_params(s, &opts, &pp, peers), -EINVAL);
+	brmr_store_close(s);
+
+	/* The last member of the list: its peers are the two before it. */
+	p.force = true;
+	ck_assert_msg(brmr_store_format_pool(path, &p, test_members, 3, 0, why, sizeof(why)) == 0,
+		      "%s", why);
+	s = open_ok();
+	ck_assert_int_eq(store_pool_params(s, NULL, &pp, peers), 0);
+	ck_assert_uint_eq(pp.member_id, 5);
+	ck_assert_uint_eq(pp.npeers, 2);
+	ck_assert_uint_eq(peers[0].member_id, 1);
+	ck_assert_uint_eq(peers[1].member_id, 2);
+	ck_assert_str_eq(peers[1].addr, "127.0.0.1:7002");
+	brmr_store_close(s);
+
+	/* Formatted without a list: only itself, no peers. */
+	ck_assert_int_eq(brmr_store_format(path, &p), 0);
+	s = open_ok();
+	ck_assert_int_eq(store_pool_params(s, NULL, &pp, peers), 0);
+	ck_assert_uint_eq(pp.members_mask, 1u << 5);
+	ck_assert_uint_eq(pp.npeers, 0);
+	ck_assert_ptr_null(pp.peers);
+	brmr_store_close(s);
+}
+END_TEST
+
+/* brmr_store_serve() on an in-process server: arguments, the lock, the pool it adds. */
+START_TEST(test_serve)
+{
+	struct rmr_server_opts so = { .size = sizeof(so), .transport = "mem",
+				      .listen_addr = "sb-serve" };
+	struct brmr_serve_opts opts = { .size = sizeof(opts), .sync_queue_depth = 7 };
+	struct rmr_server_status *st = calloc(1, sizeof(*st));
+	struct rmr_server_pool *pool = NULL;
+	struct brmr_store *s, *again;
+	struct rmr_server *srv;
+	char why[256] = "";
+
+	ck_assert_ptr_nonnull(st);
+	rmr_log_set_sink(NULL, NULL, RMR_LOG_ERR); /* the peers are not there: quiet */
+	format_store(SMALL_POOL);
+	ck_assert_int_eq(brmr_store_open(path, &s, why, sizeof(why)), 0);
+	ck_assert_int_eq(rmr_server_create(&so, &srv), 0);
+
+	ck_assert_int_eq(brmr_store_serve(NULL, srv, &opts, &pool), -EINVAL);
+	ck_assert_int_eq(brmr_store_serve(s, NULL, &opts, &pool), -EINVAL);
+	ck_assert_int_eq(brmr_store_serve(s, srv, &opts, NULL), -EINVAL);
+	opts.size = 1;
+	ck_assert_int_eq(brmr_store_serve(s, srv, &opts, &pool), -EINVAL);
+	opts.size = sizeof(opts);
+	/* librmr's limit on the queue depth reaches the caller, and nothing stays locked. */
+	opts.sync_queue_depth = 257;
+	ck_assert_int_eq(brmr_store_serve(s, srv, &opts, &pool), -EINVAL);
+	ck_assert_ptr_null(pool);
+	opts.sync_queue_depth = 7;
+
+	ck_assert_int_eq(brmr_store_serve(s, srv, &opts, &pool), 0);
+	ck_assert_ptr_nonnull(pool);
+	st->size = sizeof(*st);
+	ck_assert_int_eq(rmr_server_status(srv, st), 0);
+	ck_assert_uint_eq(st->npools, 1);
+	ck_assert_str_eq(st->pools[0].name, "vol-1");
+	ck_assert_uint_eq(st->pools[0].member_id, 2);
+	ck_assert_uint_eq(st->pools[0].pool_size, SMALL_POOL);
+
+	/* A second handle on the same store cannot serve it: one server per store. */
+	ck_assert_int_eq(brmr_store_open(path, &again, why, sizeof(why)), 0);
+	ck_assert_int_eq(brmr_store_serve(again, srv, NULL, &pool), -EBUSY);
+	brmr_store_close(again);
+
+	rmr_server_remove_pool(pool);
+	rmr_server_destroy(srv);
+	brmr_store_close(s);
+	free(st);
 }
 END_TEST
 
@@ -1031,6 +1439,10 @@ static Suite *superblock_suite(void)
 	tcase_add_test(tc, test_meta_round_trip);
 	tcase_add_test(tc, test_meta_torn_save);
 	tcase_add_test(tc, test_layout_sizes);
+	tcase_add_test(tc, test_layout_roomier_accepted);
+	tcase_add_test(tc, test_map_area);
+	tcase_add_test(tc, test_serve_params);
+	tcase_add_test(tc, test_serve);
 	suite_add_tcase(s, tc);
 	return s;
 }

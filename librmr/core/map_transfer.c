@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Map transfer: a returning member takes the dirty maps from a healthy peer
+ * (chosen by the client, the one with the highest map version) over the
+ * member-to-member session, page by page (MAP_GET), while the client holds
+ * writes back. Its own map becomes the union of what it had on record and
+ * what the peer knows it missed; the other members' maps become the peer's
+ * view. Everything is saved before the client hears that the pull is done.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler.h"
+#include "log.h"
+#include "peer.h"
+#include "resync.h"
+#include "server_internal.h"
+
+uint32_t map_transfer_serve(const struct srv_pool *p, void *buf, uint32_t cap, uint16_t *id,
+			    uint64_t *chunk, bool *last)
+{
+	struct rmr_wire_map_range *w = buf;
+	uint32_t n = 0, max = cap / sizeof(*w);
+
+	*last = false;
+	for (; *id <= RMR_MAX_MEMBER_ID; (*id)++, *chunk = 0) {
+		const struct dirty_map *m = p->maps[*id];
+
+		if (!m)
+			continue;
+		for (uint64_t c = dirty_map_next(m, *chunk, DIRTY_BIT); c != UINT64_MAX;
+		     c = dirty_map_next(m, c, DIRTY_BIT)) {
+			struct rmr_map_range r = { .member_id = *id, .first = c, .count = 0 };
+
+			if (n == max) {
+				*chunk = c;
+				return n * sizeof(*w);
+			}
+			while (c < m->nchunks && r.count < UINT32_MAX &&
+			       (dirty_map_get(m, c) & DIRTY_BIT)) {
+				c++;
+				r.count++;
+			}
+			rmr_wire_encode_map_range(&w[n++], &r);
+			if (c >= m->nchunks)
+				break;
+		}
+	}
+	*last = true;
+	return n * sizeof(*w);
+}
+
+static void pull_free_maps(struct srv_pool *p)
+{
+	for (unsigned id = 0; id <= RMR_MAX_MEMBER_ID; id++) {
+		if (p->pull_maps[id])
+			dirty_map_destroy(p->pull_maps[id]);
+		free(p->pull_maps[id]);
+		p->pull_maps[id] = NULL;
+	}
+}
+
+static void pull_answer(struct srv_pool *p, int status)
+{
+	struct srv_session *sess = p->pull_sess;
+
+	p->pull_running = false;
+	p->pull_sess = NULL;
+	pull_free_maps(p);
+	if (status < 0)
+		log_warn("pool=%s member=%u: taking the maps from member %u failed: %s", p->name,
+			 p->params.member_id, p->pull_source, strerror(-status));
+	if (sess)
+		server_ctrl_send(sess, &sess->pull_rsp, RMR_MSG_MAP_PULL_RSP, status, 0);
+}
+
+/* Every page arrived: make the pulled maps ours, durably. */
+static int pull_apply(struct srv_pool *p, uint64_t map_ver)
+{
+	unsigned self = p->params.member_id;
+	struct dirty_map *own = pool_own_map(p), *got = p->pull_maps[self];
+	uint64_t before = dirty_map_count(own);
+	int ret;
+
+	for (uint64_t c = dirty_map_next(got, 0, DIRTY_BIT); c != UINT64_MAX;
+	     c = dirty_map_next(got, c + 1, DIRTY_BIT)) {
+		ret = dirty_map_mark(own, c, 1);
+		if (ret < 0)
+			return ret;
+	}
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
+		struct dirty_map *old = p->maps[id];
+
+		if (id == self || !old)
+			continue;
+		p->maps[id] = p->pull_maps[id];
+		p->pull_maps[id] = old;
+	}
+	p->map_ver = RMR_MAX(p->map_ver, map_ver);
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+		p->mark_ver[id] = RMR_MAX(p->mark_ver[id], p->map_ver);
+	if (before == 0)
+		p->resync_done = 0; /* a new episode of resync starts */
+	ret = pool_save_all_maps(p);
+	if (ret < 0)
+		return ret;
+	p->maps_current = true;
+	p->map_pulls++;
+	log_notice("pool=%s member=%u: took the dirty maps from member %u (map version %llu): "
+		   "%llu chunks to copy in",
+		   p->name, self, p->pull_source, (unsigned long long)p->map_ver,
+		   (unsigned long long)dirty_map_count(own));
+	return 0;
+}
+
+static void get_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int status);
+
+static int get_next(struct srv_pool *p, uint16_t id, uint64_t chunk)
+{
+	struct peer *pe = p->peers[p->pull_source];
+
+	return peer_send(pe, RMR_MSG_MAP_GET, id, chunk, 0, get_done, p);
+}
+
+static void get_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int status)
+{
+	struct srv_pool *p = ctx;
+	size_t n;
+	char why[128];
+
+	if (status == 0 && !p->removing) {
+		n = rsp->payload_len / sizeof(struct rmr_wire_map_range);
+		peer_count_map_bytes(pe, rsp->payload_len);
+		for (size_t i = 0; i < n && status == 0; i++) {
+			struct rmr_map_range r;
+
+			if (rmr_wire_decode_map_range(rsp, i, &r, why, sizeof(why)) < 0 ||
+			    !p->pull_maps[r.member_id] || r.first >= p->nchunks ||
+			    r.count > p->nchunks - r.first) {
+				log_err("pool=%s member=%u: bad map range from member %u", p->name,
+					p->params.member_id, peer_id(pe));
+				status = -EPROTO;
+				break;
+			}
+			status = dirty_map_mark(p->pull_maps[r.member_id], r.first, r.count);
+		}
+	}
+	if (status == 0 && p->removing)
+		status = -ECANCELED;
+	if (status == 0 && !(rsp->op_flags & RMR_MAP_GET_LAST)) {
+		status = get_next(p, rsp->op, rsp->addr);
+		if (status == 0)
+			return;
+	}
+	if (status == 0)
+		status = pull_apply(p, rsp->map_ver);
+	pull_answer(p, status);
+	if (status == 0)
+		resync_kick(p);
+}
+
+/* A returning member proves that its store works before it takes the maps. */
+static int store_probe(struct srv_pool *p)
+{
+	uint32_t len = RMR_MIN(4096u, pool_chunk_len(p, 0));
+	void *buf = malloc(len);
+	int ret;
+
+	if (!buf)
+		return -ENOMEM;
+	ret = p->ops.chunk_export(p->store, 0, buf, len);
+	if (ret == 0 && p->ops.flush)
+		ret = p->ops.flush(p->store);
+	free(buf);
+	if (ret < 0) {
+		log_warn("pool=%s member=%u: store check failed: %s", p->name, p->params.member_id,
+			 strerror(-ret));
+		ret = -EIO;
+	}
+	return ret;
+}
+
+void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t source)
+{
+	int ret = 0;
+
+	if (p->pull_running) {
+		server_ctrl_send(sess, &sess->pull_rsp, RMR_MSG_MAP_PULL_RSP, -EBUSY, 0);
+		return;
+	}
+	if (source == p->params.member_id || !(p->params.members_mask & (1ull << source)))
+		ret = -EINVAL;
+	else if (!peer_is_up(p->peers[source]))
+		ret = -ENOTCONN;
+	else
+		ret = store_probe(p);
+	for (unsigned id = 1; ret == 0 && id <= RMR_MAX_MEMBER_ID; id++) {
+		if (!p->maps[id])
+			continue;
+		p->pull_maps[id] = calloc(1, sizeof(*p->pull_maps[id]));
+		if (!p->pull_maps[id] || dirty_map_init(p->pull_maps[id], p->nchunks) < 0)
+			ret = -ENOMEM;
+	}
+	p->pull_sess = sess;
+	p->pull_source = source;
+	p->pull_running = true;
+	if (ret == 0)
+		ret = get_next(p, 1, 0);
+	if (ret < 0)
+		pull_answer(p, ret);
+	else
+		log_info("pool=%s member=%u: taking the dirty maps from member %u", p->name,
+			 p->params.member_id, source);
+}
+
+void map_transfer_forget(struct srv_pool *p, struct srv_session *sess)
+{
+	if (p && p->pull_sess == sess)
+		p->pull_sess = NULL;
+}

@@ -1,0 +1,472 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Copying the chunks this member missed from its peers; see resync.h. */
+#include "resync.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler.h"
+#include "log.h"
+#include "peer.h"
+#include "server_internal.h"
+
+#define NS_PER_S 1000000000ull
+#define RATE_WINDOW_NS (2 * NS_PER_S)
+
+/* One chunk being copied in, piece by piece, from one peer at a time. */
+struct copy {
+	struct srv_pool *p;
+	uint64_t chunk;
+	uint64_t addr, end;          /* next byte to copy, end of the chunk */
+	uint64_t tried;              /* peer ids that could not provide it */
+	struct peer *pe;             /* the peer it copies from now */
+	bool background;
+	struct copy *next;           /* copy_queue */
+};
+
+static void pump(struct srv_pool *p);
+static void copy_send(struct copy *cp);
+
+static bool own_dirty(const struct srv_pool *p, uint64_t chunk)
+{
+	return dirty_map_get(pool_own_map(p), chunk) & DIRTY_BIT;
+}
+
+/* A peer that is up and holds @chunk (as far as this member knows), round-robin. */
+static struct peer *pick_peer(struct srv_pool *p, uint64_t chunk, uint64_t tried)
+{
+	for (unsigned i = 0; i < RMR_MAX_MEMBER_ID; i++) {
+		unsigned id = 1 + (p->rr_peer + i) % RMR_MAX_MEMBER_ID;
+		struct peer *pe = p->peers[id];
+
+		if (!peer_is_up(pe) || (tried & (1ull << id)))
+			continue;
+		if (p->maps[id] && (dirty_map_get(p->maps[id], chunk) & DIRTY_BIT))
+			continue;
+		p->rr_peer = id;
+		return pe;
+	}
+	return NULL;
+}
+
+static void note_clean(struct srv_pool *p, uint64_t chunk)
+{
+	pool_clear_chunk(p, p->params.member_id, chunk);
+	p->resync_done++;
+	if (p->nclean_pending == p->clean_cap) {
+		uint64_t cap = p->clean_cap ? p->clean_cap * 2 : 256;
+		uint64_t *n = realloc(p->clean_pending, cap * sizeof(*n));
+
+		if (!n)
+			return; /* the peers keep a stale dirty bit: one redundant copy later */
+		p->clean_pending = n;
+		p->clean_cap = cap;
+	}
+	p->clean_pending[p->nclean_pending++] = chunk;
+	if (dirty_map_count(pool_own_map(p)) == 0)
+		log_notice("pool=%s member=%u: resync complete, %llu chunks copied or overwritten",
+			   p->name, p->params.member_id, (unsigned long long)p->resync_done);
+}
+
+static void resume_all(struct sync_waiter *w, int status)
+{
+	while (w) {
+		struct sync_waiter *next = w->next;
+
+		server_req_resume(rmr_container_of(w, struct srv_req, waiter), status);
+		w = next;
+	}
+}
+
+/* Room appeared in the sync index: let the requests that found none try again. */
+static void retry_overflow(struct srv_pool *p)
+{
+	struct sync_waiter *w = p->overflow;
+
+	p->overflow = NULL;
+	resume_all(w, 0);
+}
+
+/* Stop tracking @chunk and let its waiters go on (@status < 0: they fail). */
+static void chunk_release(struct srv_pool *p, uint64_t chunk, int status)
+{
+	struct sync_entry *e = sync_index_find(&p->syncing, chunk);
+
+	if (e)
+		resume_all(sync_index_remove(&p->syncing, e), status);
+	retry_overflow(p);
+}
+
+static void copy_finish(struct copy *cp, int status)
+{
+	struct srv_pool *p = cp->p;
+	uint64_t chunk = cp->chunk;
+
+	p->copies--;
+	if (cp->background)
+		p->background_copies--;
+	free(cp);
+	if (status == 0 && own_dirty(p, chunk))
+		note_clean(p, chunk);
+	else if (status < 0 && status != -ECANCELED)
+		log_warn("pool=%s member=%u: cannot copy chunk %llu from any peer: %s", p->name,
+			 p->params.member_id, (unsigned long long)chunk, strerror(-status));
+	chunk_release(p, chunk, status < 0 ? -EIO : 0);
+	if (status != -ECANCELED)
+		pump(p);
+}
+
+static void copy_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int status)
+{
+	struct copy *cp = ctx;
+	struct srv_pool *p = cp->p;
+	uint32_t len = (uint32_t)RMR_MIN(cp->end - cp->addr, (uint64_t)peer_max_io(pe));
+	int ret;
+
+	if (p->removing) {
+		copy_finish(cp, -ECANCELED);
+		return;
+	}
+	if (status == 0 && (rsp->addr != cp->addr || rsp->len != len))
+		status = -EPROTO;
+	if (status < 0) {
+		/* -EAGAIN: the peer misses that chunk too. Any other: it is gone. */
+		cp->tried |= 1ull << peer_id(pe);
+		cp->pe = NULL;
+		copy_send(cp);
+		return;
+	}
+	ret = p->ops.chunk_import(p->store, cp->addr, rsp->payload, len);
+	if (ret < 0) {
+		log_err("pool=%s member=%u: store refuses resync data at %llu: %s", p->name,
+			p->params.member_id, (unsigned long long)cp->addr, strerror(-ret));
+		p->errors++;
+		copy_finish(cp, -EIO);
+		return;
+	}
+	peer_count_sync_bytes(pe, len);
+	p->resync_bytes += len;
+	p->window_bytes += len;
+	cp->addr += len;
+	if (cp->addr == cp->end)
+		copy_finish(cp, 0);
+	else
+		copy_send(cp);
+}
+
+static void copy_send(struct copy *cp)
+{
+	struct srv_pool *p = cp->p;
+
+	for (;;) {
+		uint32_t len;
+		int ret;
+
+		if (!cp->pe)
+			cp->pe = pick_peer(p, cp->chunk, cp->tried);
+		if (!cp->pe) {
+			copy_finish(cp, -ENODATA);
+			return;
+		}
+		len = (uint32_t)RMR_MIN(cp->end - cp->addr, (uint64_t)peer_max_io(cp->pe));
+		ret = peer_send(cp->pe, RMR_MSG_SYNC_READ, 0, cp->addr, len, copy_done, cp);
+		if (ret == 0)
+			return;
+		if (ret == -EBUSY) {
+			/* Every request slot to that peer is taken: go on when one frees. */
+			cp->next = p->copy_queue;
+			p->copy_queue = cp;
+			return;
+		}
+		cp->tried |= 1ull << peer_id(cp->pe);
+		cp->pe = NULL;
+	}
+}
+
+/* Start copying @chunk, already tracked in the sync index. */
+static void copy_start(struct srv_pool *p, uint64_t chunk, bool background)
+{
+	struct copy *cp = calloc(1, sizeof(*cp));
+
+	if (!cp) {
+		chunk_release(p, chunk, -ENOMEM);
+		return;
+	}
+	cp->p = p;
+	cp->chunk = chunk;
+	cp->addr = chunk << p->chunk_shift;
+	cp->end = cp->addr + pool_chunk_len(p, chunk);
+	cp->background = background;
+	p->copies++;
+	if (background)
+		p->background_copies++;
+	copy_send(cp);
+}
+
+static void park_overflow(struct srv_pool *p, struct srv_req *req)
+{
+	req->waiter.next = p->overflow;
+	p->overflow = &req->waiter;
+}
+
+bool resync_hold(struct srv_pool *p, struct srv_req *req)
+{
+	uint64_t addr = req->io.addr, end = req->io.addr + req->io.len;
+	bool write = req->type == RMR_MSG_WRITE;
+
+	if (req->io.len == 0 || (!dirty_map_count(pool_own_map(p)) && !p->syncing.count))
+		return false;
+	for (uint64_t c = pool_first_chunk(p, addr); c <= pool_last_chunk(p, addr, req->io.len); c++) {
+		struct sync_entry *e = sync_index_find(&p->syncing, c);
+		uint64_t start = c << p->chunk_shift;
+
+		if (e) {
+			if (e->owner == req)
+				continue;
+			sync_index_wait(e, &req->waiter);
+			return true;
+		}
+		if (!own_dirty(p, c))
+			continue;
+		e = sync_index_add(&p->syncing, c, 1);
+		if (!e) {
+			park_overflow(p, req);
+			return true;
+		}
+		if (write && addr <= start && end >= start + pool_chunk_len(p, c)) {
+			/* Overwritten whole: clean once the write is done, no copy. */
+			e->owner = req;
+			req->clears_chunk = true;
+			continue;
+		}
+		sync_index_wait(e, &req->waiter);
+		copy_start(p, c, false);
+		return true;
+	}
+	return false;
+}
+
+void resync_release(struct srv_pool *p, struct srv_req *req, int status)
+{
+	uint64_t addr = req->io.addr;
+
+	if (!req->clears_chunk)
+		return;
+	req->clears_chunk = false;
+	for (uint64_t c = pool_first_chunk(p, addr); c <= pool_last_chunk(p, addr, req->io.len); c++) {
+		struct sync_entry *e = sync_index_find(&p->syncing, c);
+
+		if (!e || e->owner != req)
+			continue;
+		if (status == 0 && own_dirty(p, c))
+			note_clean(p, c);
+		chunk_release(p, c, 0);
+	}
+}
+
+/* Refill the rate limit's bucket: at most one second's worth, at least one chunk. */
+static void refill(struct srv_pool *p, uint64_t now)
+{
+	uint64_t rate = p->params.resync_rate;
+	uint64_t cap = RMR_MAX(rate, (uint64_t)p->params.chunk_size);
+
+	if (!rate)
+		return;
+	if (p->rate_last_ns && now > p->rate_last_ns) {
+		uint64_t add = (now - p->rate_last_ns) / 1000 * rate / 1000000;
+
+		p->rate_tokens = RMR_MIN(cap, p->rate_tokens + add);
+	}
+	p->rate_last_ns = now;
+}
+
+static void pump(struct srv_pool *p)
+{
+	struct dirty_map *own = pool_own_map(p);
+	bool wrapped = false;
+
+	if (p->removing)
+		return;
+	while (p->copy_queue) {
+		struct copy *cp = p->copy_queue;
+
+		p->copy_queue = cp->next;
+		copy_send(cp);
+		if (p->copy_queue == cp)
+			break; /* still no free slot */
+	}
+	if (!p->maps_current || !dirty_map_count(own))
+		return;
+	refill(p, loop_now(p->srv->loop));
+	while (p->background_copies < p->params.sync_queue_depth) {
+		uint64_t c = dirty_map_next(own, p->resync_cursor, DIRTY_BIT);
+		uint32_t len;
+
+		if (c == UINT64_MAX) {
+			if (wrapped || p->resync_cursor == 0)
+				break;
+			wrapped = true;
+			p->resync_cursor = 0;
+			continue;
+		}
+		p->resync_cursor = c + 1;
+		if (sync_index_find(&p->syncing, c))
+			continue;
+		if (!pick_peer(p, c, 0)) {
+			bool any_up = false;
+
+			for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+				any_up |= peer_is_up(p->peers[id]);
+			if (!any_up)
+				break;
+			continue; /* every peer that is up misses it too */
+		}
+		len = pool_chunk_len(p, c);
+		if (p->params.resync_rate && p->rate_tokens < len) {
+			p->resync_cursor = c;
+			break;
+		}
+		if (!sync_index_add(&p->syncing, c, 1)) {
+			p->resync_cursor = c;
+			break;
+		}
+		if (p->params.resync_rate)
+			p->rate_tokens -= len;
+		copy_start(p, c, true);
+	}
+}
+
+void resync_kick(struct srv_pool *p)
+{
+	pump(p);
+}
+
+static void clear_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int status)
+{
+	(void)ctx;
+	(void)rsp;
+	if (status < 0)
+		log_debug("pool=? member %u did not take a MAP_CLEAR: %s", peer_id(pe),
+			  strerror(-status));
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Tell every peer that is up which of the first @n pending chunks this member
+ * holds again (they are durable by now). Peers that are down learn it when
+ * they take the maps again. Keeps what could not be sent everywhere.
+ */
+static void tell_peers(struct srv_pool *p, uint64_t n)
+{
+	struct range { uint64_t first, count; } *r;
+	uint64_t *c = p->clean_pending, m = 0, nranges = 0, sent_all = UINT64_MAX, kept = 0;
+	uint64_t tail = p->nclean_pending - n;
+
+	r = malloc(n * sizeof(*r));
+	if (!r)
+		return; /* try again next tick */
+	qsort(c, n, sizeof(*c), cmp_u64);
+	for (uint64_t i = 0; i < n; i++)
+		if (m == 0 || c[i] != c[m - 1])
+			c[m++] = c[i];
+	for (uint64_t i = 0; i < m; i += r[nranges++].count) {
+		r[nranges].first = c[i];
+		r[nranges].count = 1;
+		while (i + r[nranges].count < m && r[nranges].count < UINT32_MAX &&
+		       c[i + r[nranges].count] == c[i] + r[nranges].count)
+			r[nranges].count++;
+	}
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
+		struct peer *pe = p->peers[id];
+		uint64_t sent = 0;
+
+		if (!peer_is_up(pe))
+			continue;
+		while (sent < nranges && peer_send(pe, RMR_MSG_MAP_CLEAR, 0, r[sent].first,
+						   (uint32_t)r[sent].count, clear_done, NULL) == 0)
+			sent++;
+		sent_all = RMR_MIN(sent_all, sent);
+	}
+	if (sent_all == UINT64_MAX)
+		sent_all = nranges;
+	for (uint64_t i = sent_all; i < nranges; i++)
+		kept += r[i].count;
+	memmove(c + kept, c + n, tail * sizeof(*c));
+	kept = 0;
+	for (uint64_t i = sent_all; i < nranges; i++)
+		for (uint64_t k = 0; k < r[i].count; k++)
+			c[kept++] = r[i].first + k;
+	p->nclean_pending = kept + tail;
+	free(r);
+}
+
+void resync_tick(struct srv_pool *p, uint64_t now)
+{
+	if (p->removing)
+		return;
+	if (now - p->window_start_ns >= RATE_WINDOW_NS) {
+		if (p->window_start_ns)
+			p->resync_bps = p->window_bytes * NS_PER_S / (now - p->window_start_ns);
+		p->window_start_ns = now;
+		p->window_bytes = 0;
+	}
+	if (p->clears_pending || p->nclean_pending) {
+		uint64_t n = p->nclean_pending;
+		int ret = pool_flush_clears(p);
+
+		if (ret < 0)
+			log_err("pool=%s member=%u: cannot record clean chunks: %s", p->name,
+				p->params.member_id, strerror(-ret));
+		else if (n)
+			tell_peers(p, n);
+	}
+	pump(p);
+}
+
+void resync_peer_clean(struct srv_pool *p, uint16_t id, uint64_t map_ver, uint64_t first,
+		       uint64_t count)
+{
+	struct dirty_map *m = p->maps[id];
+
+	/* A mark newer than what the peer knew: it missed writes after it copied. */
+	if (!m || map_ver < p->mark_ver[id])
+		return;
+	for (uint64_t c = dirty_map_next(m, first, DIRTY_BIT); c < first + count;
+	     c = dirty_map_next(m, c + 1, DIRTY_BIT))
+		pool_clear_chunk(p, id, c);
+}
+
+void resync_stop(struct srv_pool *p)
+{
+	while (p->copy_queue) {
+		struct copy *cp = p->copy_queue;
+
+		p->copy_queue = cp->next;
+		copy_finish(cp, -ECANCELED);
+	}
+	resume_all(p->overflow, -ECANCELED);
+	p->overflow = NULL;
+}
+
+void resync_status(const struct srv_pool *p, struct rmr_server_pool_status *ps)
+{
+	uint64_t left = dirty_map_count(pool_own_map(p));
+
+	ps->sync_queue_depth = p->params.sync_queue_depth;
+	ps->resync_rate_limit = p->params.resync_rate;
+	ps->resync_running = p->copies > 0;
+	ps->resync_waiting = left > 0 && p->copies == 0;
+	ps->resync_done = p->resync_done;
+	ps->resync_total = p->resync_done + left;
+	ps->resync_bytes = p->resync_bytes;
+	ps->resync_bps = p->resync_bps;
+	ps->resync_eta_s = p->resync_bps && left ? left * p->params.chunk_size / p->resync_bps : 0;
+	ps->served_sync_bytes = p->served_sync_bytes;
+}
