@@ -317,53 +317,27 @@ static void status_usage(FILE *f)
 		"  --json         one JSON object instead of a table\n");
 }
 
-static int cmd_status(int argc, char **argv)
+/*
+ * Send @cmd (one line) to the control socket at @path and copy the answer to
+ * stdout. An answer starting "error:" becomes our one-line error.
+ */
+static int control_request(const char *path, const char *cmd)
 {
-	enum { O_SOCKET = 256, O_JSON, O_HELP };
-	static const struct option opts[] = {
-		{ "socket", required_argument, NULL, O_SOCKET },
-		{ "json", no_argument, NULL, O_JSON },
-		{ "help", no_argument, NULL, O_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct timeval tv = { .tv_sec = 10 };
-	const char *path = NULL, *cmd;
-	bool json = false;
 	char buf[8192];
 	size_t got = 0;
-	int c, fd;
+	int fd;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case O_SOCKET:
-			path = optarg;
-			break;
-		case O_JSON:
-			json = true;
-			break;
-		case O_HELP:
-			status_usage(stdout);
-			return 0;
-		default:
-			return bad_option(argc, argv);
-		}
-	}
-	if (optind < argc)
-		return die(EXIT_USAGE, "unexpected argument '%s'", argv[optind]);
-	if (!path)
-		return die(EXIT_USAGE, "--socket is required");
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return die(EXIT_USAGE, "socket path too long");
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return die(EXIT_RUNTIME, "cannot reach %s: %s", path, strerror(errno));
 	/* A hung daemon must not hang the operator's shell. */
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	cmd = json ? "status json\n" : "status text\n";
 	if (send(fd, cmd, strlen(cmd), MSG_NOSIGNAL) != (ssize_t)strlen(cmd)) {
 		int err = errno;
 
@@ -399,6 +373,106 @@ static int cmd_status(int argc, char **argv)
 	if (!got)
 		return die(EXIT_RUNTIME, "%s: empty answer", path);
 	return fflush(stdout) == 0 ? 0 : EXIT_RUNTIME;
+}
+
+static int cmd_status(int argc, char **argv)
+{
+	enum { O_SOCKET = 256, O_JSON, O_HELP };
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, O_SOCKET },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "help", no_argument, NULL, O_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *path = NULL;
+	bool json = false;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case O_SOCKET:
+			path = optarg;
+			break;
+		case O_JSON:
+			json = true;
+			break;
+		case O_HELP:
+			status_usage(stdout);
+			return 0;
+		default:
+			return bad_option(argc, argv);
+		}
+	}
+	if (optind < argc)
+		return die(EXIT_USAGE, "unexpected argument '%s'", argv[optind]);
+	if (!path)
+		return die(EXIT_USAGE, "--socket is required");
+	return control_request(path, json ? "status json\n" : "status text\n");
+}
+
+/* --- maintenance --------------------------------------------------------------- */
+
+static void maintenance_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: brmrctl maintenance on|off --socket PATH --member ID\n"
+		"\n"
+		"Take a member out of I/O (on), or put it back (off), through the control\n"
+		"socket of the client (nbd-brmr --control). While it is out, every write is\n"
+		"recorded as missed by it; when it comes back it takes the dirty maps and\n"
+		"copies what it missed from its peers by itself.\n"
+		"\n"
+		"  --socket PATH  the client's --control socket\n"
+		"  --member ID    the member id (1..%u)\n",
+		RMR_MAX_MEMBER_ID);
+}
+
+static int cmd_maintenance(int argc, char **argv)
+{
+	enum { O_SOCKET = 256, O_MEMBER, O_HELP };
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, O_SOCKET },
+		{ "member", required_argument, NULL, O_MEMBER },
+		{ "help", no_argument, NULL, O_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *path = NULL, *onoff;
+	unsigned long id = 0;
+	char cmd[64], *end;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case O_SOCKET:
+			path = optarg;
+			break;
+		case O_MEMBER:
+			errno = 0;
+			id = strtoul(optarg, &end, 10);
+			if (errno || *end || end == optarg || id == 0 || id > RMR_MAX_MEMBER_ID)
+				return die(EXIT_USAGE, "--member: '%s' is not a member id (1..%u)",
+					   optarg, RMR_MAX_MEMBER_ID);
+			break;
+		case O_HELP:
+			maintenance_usage(stdout);
+			return 0;
+		default:
+			return bad_option(argc, argv);
+		}
+	}
+	if (optind >= argc)
+		return die(EXIT_USAGE, "maintenance: say 'on' or 'off'");
+	onoff = argv[optind++];
+	if (strcmp(onoff, "on") && strcmp(onoff, "off"))
+		return die(EXIT_USAGE, "maintenance: '%s' is neither 'on' nor 'off'", onoff);
+	if (optind < argc)
+		return die(EXIT_USAGE, "unexpected argument '%s'", argv[optind]);
+	if (!path)
+		return die(EXIT_USAGE, "--socket is required");
+	if (!id)
+		return die(EXIT_USAGE, "--member is required");
+	snprintf(cmd, sizeof(cmd), "maintenance %s %lu\n", onoff, id);
+	return control_request(path, cmd);
 }
 
 /* --- inspect ------------------------------------------------------------------- */
@@ -528,6 +602,7 @@ static void usage(FILE *f)
 		"\n"
 		"  create   format the stores of a new pool\n"
 		"  status   status of a brmr-server or nbd-brmr (control socket)\n"
+		"  maintenance on|off  take a member out of I/O, or put it back\n"
 		"  inspect  print and check a store's superblock\n"
 		"\n"
 		"'brmrctl VERB --help' describes each verb.\n");
@@ -541,11 +616,12 @@ int main(int argc, char **argv)
 	} verbs[] = {
 		{ "create", cmd_create },
 		{ "status", cmd_status },
+		{ "maintenance", cmd_maintenance },
 		{ "inspect", cmd_inspect },
 	};
 
 	if (argc < 2)
-		return die(EXIT_USAGE, "missing verb (create, status, inspect)");
+		return die(EXIT_USAGE, "missing verb (create, status, maintenance, inspect)");
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
 		usage(stdout);
 		return 0;

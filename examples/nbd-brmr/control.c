@@ -1,16 +1,20 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * control.c: the status socket (--control PATH), spoken by `brmrctl status`.
+ * control.c: the control socket (--control PATH), spoken by `brmrctl status`
+ * and `brmrctl maintenance`.
  *
- * Protocol: the client connects, writes one line, "status text" or
- * "status json" ("status" alone means text); the server writes the output of
- * rmr_pool_status_format() (newline-terminated) and closes. Anything else is
- * answered "error: unknown command\n". Served on the main thread, one client
+ * Protocol: the client connects, writes one line and reads the answer until
+ * the server closes:
+ *   "status text", "status json" ("status" alone means text): the output of
+ *       rmr_pool_status_format(), newline-terminated;
+ *   "maintenance on ID", "maintenance off ID": "ok\n".
+ * Anything else, or a refused action, is answered "error: REASON\n". Served on the main thread, one client
  * at a time; short socket timeouts keep a silent client from stalling it.
  */
 #include "nbdb.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -101,6 +105,36 @@ out:
 	free(st);
 }
 
+/* "on ID" or "off ID": take a member out of I/O, or put it back. */
+static void answer_maintenance(int fd, struct brmr_dev *dev, const char *args)
+{
+	char word[8], extra, msg[128];
+	unsigned id;
+	int ret, n;
+
+	if (sscanf(args, "%7s %u %c", word, &id, &extra) != 2 || id == 0 || id > RMR_MAX_MEMBER_ID ||
+	    (strcmp(word, "on") && strcmp(word, "off"))) {
+		n = snprintf(msg, sizeof(msg), "error: usage: maintenance on|off MEMBER-ID\n");
+	} else {
+		ret = rmr_client_set_maintenance(brmr_client(dev), (uint16_t)id, !strcmp(word, "on"));
+		if (ret == 0) {
+			nbdb_log(NBDB_NOTICE, "member %u: maintenance %s (operator)", id, word);
+			n = snprintf(msg, sizeof(msg), "ok\n");
+		} else if (ret == -ENOENT) {
+			n = snprintf(msg, sizeof(msg), "error: no member %u in this pool\n", id);
+		} else if (ret == -EALREADY) {
+			n = snprintf(msg, sizeof(msg), "error: member %u is %s in maintenance\n", id,
+				     strcmp(word, "on") ? "not" : "already");
+		} else if (ret == -EBUSY) {
+			n = snprintf(msg, sizeof(msg),
+				     "error: member %u is not normal, or the last normal member\n", id);
+		} else {
+			n = snprintf(msg, sizeof(msg), "error: %s\n", strerror(-ret));
+		}
+	}
+	send_all(fd, msg, (size_t)n);
+}
+
 void nbdb_control_serve(int lfd, struct brmr_dev *dev)
 {
 	struct timeval tv = {
@@ -124,6 +158,8 @@ void nbdb_control_serve(int lfd, struct brmr_dev *dev)
 		answer_status(fd, dev, RMR_FORMAT_TEXT);
 	else if (strcmp(line, "status json") == 0)
 		answer_status(fd, dev, RMR_FORMAT_JSON);
+	else if (strncmp(line, "maintenance ", 12) == 0)
+		answer_maintenance(fd, dev, line + 12);
 	else
 		send_all(fd, "error: unknown command\n", 23);
 	close(fd);

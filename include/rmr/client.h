@@ -114,6 +114,20 @@ enum rmr_submit_flags {
  */
 int rmr_client_submit(struct rmr_client *c, const struct rmr_io *io, unsigned flags);
 
+/**
+ * Take member @p member_id out of I/O for maintenance (@p on true), or put
+ * it back. Out: the member leaves NORMAL and every write from then on is
+ * recorded as missed by it; its session stays up. Back: it returns like a
+ * member after a failure: it takes the dirty maps from a current member and
+ * resyncs what it missed from its peers, then is NORMAL again. A member in
+ * maintenance that loses its session stays out after it reconnects.
+ *
+ * @return 0; -ENOENT if no member has that id; -EBUSY (on) if the member is
+ *         not NORMAL or is the last NORMAL member; -EALREADY if it already
+ *         is (on) or is not (off) in maintenance.
+ */
+int rmr_client_set_maintenance(struct rmr_client *c, uint16_t member_id, bool on);
+
 /** What the members told about the pool. */
 struct rmr_pool_info {
 	size_t size;                 /**< sizeof(struct rmr_pool_info) */

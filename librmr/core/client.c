@@ -202,6 +202,10 @@ static void member_admit(struct member *m)
 
 	if (m->state != RMR_MEMBER_RECONNECTING || m->want_pull)
 		return;
+	if (m->maintenance) {
+		member_set_state(m, RMR_MEMBER_MAINTENANCE, "reconnected; held out by the operator");
+		return;
+	}
 	if (c->missed_ids & (1ull << m->id)) {
 		m->want_pull = true;
 		snprintf(m->reason, sizeof(m->reason), "missed writes; taking the dirty maps");
@@ -843,6 +847,55 @@ RMR_EXPORT int rmr_client_info(struct rmr_client *c, struct rmr_pool_info *info)
 		return -EINVAL;
 	loop_call(c->loop, fill_info, &ic);
 	return 0;
+}
+
+struct maintenance_call {
+	struct rmr_client *c;
+	uint16_t id;
+	bool on;
+	int ret;
+};
+
+static void do_maintenance(void *arg)
+{
+	struct maintenance_call *mc = arg;
+	struct rmr_client *c = mc->c;
+	struct member *m = NULL;
+
+	for (unsigned i = 0; i < c->nmembers; i++)
+		if (c->members[i].id && c->members[i].id == mc->id)
+			m = &c->members[i];
+	if (!m) {
+		mc->ret = -ENOENT;
+		return;
+	}
+	if (mc->on == m->maintenance) {
+		mc->ret = -EALREADY;
+		return;
+	}
+	if (mc->on && (m->state != RMR_MEMBER_NORMAL || client_normal_count(c) < 2)) {
+		mc->ret = -EBUSY;
+		return;
+	}
+	mc->ret = 0;
+	m->maintenance = mc->on;
+	if (mc->on) {
+		member_set_state(m, RMR_MEMBER_MAINTENANCE, "maintenance on (operator)");
+		return;
+	}
+	if (m->state == RMR_MEMBER_MAINTENANCE)
+		member_set_state(m, RMR_MEMBER_RECONNECTING, "maintenance off (operator)");
+	member_admit(m);
+}
+
+RMR_EXPORT int rmr_client_set_maintenance(struct rmr_client *c, uint16_t member_id, bool on)
+{
+	struct maintenance_call mc = { .c = c, .id = member_id, .on = on };
+
+	if (!c || !member_id)
+		return -EINVAL;
+	loop_call(c->loop, do_maintenance, &mc);
+	return mc.ret;
 }
 
 struct status_call {

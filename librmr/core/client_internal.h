@@ -92,6 +92,7 @@ struct member {
 	unsigned tx_inflight;
 	unsigned inflight;
 	struct ctrl_msg hello, heartbeat, goodbye, pull;
+	bool maintenance;            /* the operator holds it out of I/O */
 	bool want_pull;              /* missed writes: must take the maps before NORMAL */
 	bool pulling;                /* MAP_PULL sent, no answer yet */
 	uint64_t pull_deadline;      /* ns */

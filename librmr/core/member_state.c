@@ -15,6 +15,7 @@
  *  NEW -> FAILED           first connect or hello failed
  *  RECONNECTING -> NORMAL  admitted: the member holds every acknowledged write
  *  RECONNECTING -> FAILED  session lost before admission
+ *  RECONNECTING -> MAINTENANCE  hello answered while the operator holds it out
  *  NORMAL -> FAILED        heartbeat timeout, I/O error, request deadline, peer closed
  *  NORMAL -> MAINTENANCE   operator takes the member out
  *  FAILED -> RECONNECTING  reconnected and hello answered
@@ -23,7 +24,7 @@
  */
 static const bool legal[RMR_MEMBER_STATE_COUNT][RMR_MEMBER_STATE_COUNT] = {
 	[N] = { [R] = true, [F] = true },
-	[R] = { [OK] = true, [F] = true },
+	[R] = { [OK] = true, [F] = true, [M] = true },
 	[OK] = { [F] = true, [M] = true },
 	[F] = { [R] = true },
 	[M] = { [R] = true, [F] = true },

@@ -567,6 +567,52 @@ START_TEST(whole_chunk_writes_clear_without_copy)
 }
 END_TEST
 
+START_TEST(maintenance_takes_member_out_and_back)
+{
+	struct rmr_client *c = open_client(1);
+	uint8_t *buf = malloc(CHUNK), *back = malloc(CHUNK);
+	struct rmr_pool_status st = { .size = sizeof(st) };
+	struct rmr_server_pool_status ps;
+	uint64_t reads;
+
+	ck_assert_int_eq(rmr_client_set_maintenance(c, 2, true), 0);
+	ck_assert_int_eq(member_state(c, 1), RMR_MEMBER_MAINTENANCE);
+	ck_assert_int_eq(rmr_client_set_maintenance(c, 2, true), -EALREADY);
+	ck_assert_int_eq(rmr_client_set_maintenance(c, 9, true), -ENOENT);
+	ck_assert_int_eq(rmr_client_set_maintenance(c, 1, true), 0);
+	/* Never the last member that holds current data. */
+	ck_assert_int_eq(rmr_client_set_maintenance(c, 3, true), -EBUSY);
+	ck_assert_int_eq(rmr_client_set_maintenance(c, 1, false), 0);
+	wait_state(c, 0, RMR_MEMBER_NORMAL);
+
+	ck_assert_int_eq(rmr_client_status(c, &st), 0);
+	reads = st.members[1].reads;
+	for (unsigned n = 0; n < 4; n++) {
+		fill(buf, CHUNK, 80 + n);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, (uint64_t)n * CHUNK + 4096, buf, 8192), 0);
+		ck_assert_int_eq(do_io(c, RMR_IO_READ, (uint64_t)n * CHUNK + 4096, back, 8192), 0);
+		ck_assert_mem_eq(buf, back, 8192);
+	}
+	ck_assert_int_eq(rmr_client_status(c, &st), 0);
+	ck_assert_uint_eq(st.members[1].reads, reads);
+	pool_status(0, &ps);
+	ck_assert_uint_eq(ps.dirty_chunks[2], 4);
+	ck_assert_int_eq(rmr_client_set_maintenance(c, 2, false), 0);
+	ck_assert_int_eq(rmr_client_set_maintenance(c, 2, false), -EALREADY);
+	wait_state(c, 1, RMR_MEMBER_NORMAL);
+	wait_clean();
+	assert_stores_identical();
+	ck_assert_int_eq(rmr_client_status(c, &st), 0);
+	ck_assert_uint_eq(st.members[1].map_updates, 1);
+	ck_assert_uint_eq(st.members[1].resync_bytes, 0);
+	pool_status(1, &ps);
+	ck_assert_uint_eq(ps.resync_bytes, 4 * CHUNK);
+	rmr_client_close(c);
+	free(buf);
+	free(back);
+}
+END_TEST
+
 START_TEST(store_error_heals_once_cleared)
 {
 	struct rmr_client *c = open_client(1);
@@ -664,6 +710,7 @@ int main(void)
 	tcase_add_test(tc, store_error_fails_member_not_request);
 	tcase_add_test(tc, whole_chunk_writes_clear_without_copy);
 	tcase_add_test(tc, store_error_heals_once_cleared);
+	tcase_add_test(tc, maintenance_takes_member_out_and_back);
 	tcase_add_test(tc, all_members_lost_fails_requests);
 	tcase_add_test(tc, status_renders_as_text_and_json);
 	suite_add_tcase(s, tc);

@@ -16,7 +16,7 @@ START_TEST(matrix)
 	/* expected[from][to]: the design's transitions and nothing else. */
 	static const bool expected[RMR_MEMBER_STATE_COUNT][RMR_MEMBER_STATE_COUNT] = {
 		[N] = { [R] = true, [F] = true },
-		[R] = { [OK] = true, [F] = true },
+		[R] = { [OK] = true, [F] = true, [M] = true },
 		[OK] = { [F] = true, [M] = true },
 		[F] = { [R] = true },
 		[M] = { [R] = true, [F] = true },
