@@ -613,6 +613,48 @@ START_TEST(maintenance_takes_member_out_and_back)
 }
 END_TEST
 
+START_TEST(second_failure_during_resync)
+{
+	struct rmr_client *c = open_client(1);
+	uint8_t *buf = malloc(CHUNK), *back = malloc(CHUNK);
+	struct rmr_server_pool_status ps;
+
+	member_stop(1);
+	wait_state(c, 1, RMR_MEMBER_FAILED);
+	for (unsigned n = 0; n < 12; n++) {
+		fill(buf, CHUNK, 120 + n);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, (uint64_t)n * CHUNK + 4096, buf, 8192), 0);
+	}
+	/* Member 2 returns and resyncs slowly (4 chunks/s) from members 1 and 3... */
+	member_start_rate(1, 4 * CHUNK);
+	wait_state(c, 1, RMR_MEMBER_NORMAL);
+	pool_status(1, &ps);
+	ck_assert_uint_gt(ps.dirty_chunks[2], 0);
+	/* ...when member 3 dies: writes go on, now missing member 3. */
+	member_stop(2);
+	for (unsigned n = 0; n < 12; n++) {
+		fill(buf, CHUNK, 140 + n);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, (uint64_t)n * CHUNK + 65536, buf, 4096), 0);
+		ck_assert_int_eq(do_io(c, RMR_IO_READ, (uint64_t)n * CHUNK + 65536, back, 4096), 0);
+		ck_assert_mem_eq(buf, back, 4096);
+	}
+	wait_state(c, 2, RMR_MEMBER_FAILED);
+	/* Member 3 returns too: both finish, from whichever peer holds each chunk. */
+	member_start(2);
+	wait_state(c, 2, RMR_MEMBER_NORMAL);
+	wait_clean();
+	assert_stores_identical();
+	for (unsigned n = 0; n < 12; n++) {
+		fill(buf, CHUNK, 120 + n);
+		ck_assert_int_eq(do_io(c, RMR_IO_READ, (uint64_t)n * CHUNK + 4096, back, 8192), 0);
+		ck_assert_mem_eq(buf, back, 8192);
+	}
+	rmr_client_close(c);
+	free(buf);
+	free(back);
+}
+END_TEST
+
 START_TEST(store_error_heals_once_cleared)
 {
 	struct rmr_client *c = open_client(1);
@@ -711,6 +753,7 @@ int main(void)
 	tcase_add_test(tc, whole_chunk_writes_clear_without_copy);
 	tcase_add_test(tc, store_error_heals_once_cleared);
 	tcase_add_test(tc, maintenance_takes_member_out_and_back);
+	tcase_add_test(tc, second_failure_during_resync);
 	tcase_add_test(tc, all_members_lost_fails_requests);
 	tcase_add_test(tc, status_renders_as_text_and_json);
 	suite_add_tcase(s, tc);
