@@ -426,6 +426,37 @@ static void control_serve_one(int lfd, struct rmr_server *srv, struct brmr_store
 	close(fd);
 }
 
+/* --- recovery events (librmr's event loop): one log line each ---------------- */
+
+static void ev_dirty(void *priv, const char *pool, uint16_t member_id, bool dirty)
+{
+	(void)priv;
+	say("event pool=%s: member %u %s", pool, member_id,
+	    dirty ? "missed writes: its chunks are tracked dirty" : "holds every chunk again");
+}
+
+static void ev_resync(void *priv, const char *pool, uint64_t done, uint64_t total, uint64_t bytes)
+{
+	(void)priv;
+	say("event pool=%s: resync %llu/%llu chunks, %llu MiB copied from peers%s", pool,
+	    (unsigned long long)done, (unsigned long long)total,
+	    (unsigned long long)(bytes >> 20), done == total ? ": complete" : "");
+}
+
+static void ev_map_update(void *priv, const char *pool, uint16_t source, int status)
+{
+	(void)priv;
+	say("event pool=%s: dirty maps from member %u: %s", pool, source,
+	    status ? strerror(-status) : "taken");
+}
+
+static const struct rmr_server_events server_events = {
+	.size = sizeof(server_events),
+	.dirty_tracking = ev_dirty,
+	.resync_progress = ev_resync,
+	.map_update = ev_map_update,
+};
+
 int main(int argc, char **argv)
 {
 	struct server_cfg cfg = { .sync_queue_depth = SYNC_QD_DEFAULT };
@@ -481,6 +512,7 @@ int main(int argc, char **argv)
 	opts.transport = cfg.transport;
 	opts.provider = cfg.provider;
 	opts.queue_depth = cfg.queue_depth;
+	opts.events = &server_events;
 	ret = rmr_server_create(&opts, &srv);
 	if (ret < 0) {
 		say("cannot listen: %s", strerror(-ret));

@@ -460,6 +460,28 @@ static int run(struct runtime *rt)
 	}
 }
 
+/* Recovery as the client sees it (librmr's event loop): one log line each. */
+static void on_dirty_tracking(void *priv, uint16_t member_id, bool tracking)
+{
+	(void)priv;
+	nbdb_log(NBDB_NOTICE, "member %u %s", member_id,
+		 tracking ? "misses writes: the others track its chunks"
+			  : "took the dirty maps and resyncs from its peers");
+}
+
+static void on_map_update(void *priv, uint16_t member_id, uint16_t source_id, int status)
+{
+	(void)priv;
+	nbdb_log(status ? NBDB_WARN : NBDB_NOTICE, "member %u: map update from member %u %s%s",
+		 member_id, source_id, status ? "failed: " : "done", status ? strerror(-status) : "");
+}
+
+static const struct rmr_client_ops client_ops = {
+	.size = sizeof(client_ops),
+	.dirty_tracking = on_dirty_tracking,
+	.map_update = on_map_update,
+};
+
 int main(int argc, char **argv)
 {
 	static struct runtime rtv = { .listen_fd = -1, .control_fd = -1, .sig_fd = -1 };
@@ -507,6 +529,7 @@ int main(int argc, char **argv)
 	o.nmembers = cfg->nmembers;
 	o.members = cfg->members;
 	o.min_legs = cfg->min_legs;
+	o.ops = &client_ops;
 	rc = brmr_open(&o, &rt->dev);
 	if (rc < 0) {
 		nbdb_log(NBDB_ERR, "cannot open the pool: %s", strerror(-rc));

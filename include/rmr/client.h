@@ -34,6 +34,18 @@ struct rmr_client_ops {
 	void (*member_state)(void *priv, unsigned index, uint16_t member_id,
 			     enum rmr_member_state from, enum rmr_member_state to,
 			     const char *reason);
+	/**
+	 * The client now records member @p member_id as having missed writes
+	 * (@p tracking true: every write it misses is marked dirty for it on
+	 * the members that have the write), or no longer (it took the maps).
+	 */
+	void (*dirty_tracking)(void *priv, uint16_t member_id, bool tracking);
+	/**
+	 * Member @p member_id finished taking the dirty maps from member
+	 * @p source_id: @p status 0 (it is NORMAL next and resyncs by itself)
+	 * or a negative errno (it is failed and retried).
+	 */
+	void (*map_update)(void *priv, uint16_t member_id, uint16_t source_id, int status);
 };
 
 /** Options of rmr_client_open(). Zero means "default" for every number. */

@@ -116,6 +116,33 @@ size_t rmr_server_meta_max(void);
  */
 uint64_t rmr_server_map_area_size(uint64_t pool_size, uint32_t chunk_size);
 
+/**
+ * What a member tells its consumer about dirty tracking and recovery. Every
+ * callback runs on the server's event-loop thread: it must not block, nor
+ * call back into the server. Any may be NULL.
+ */
+struct rmr_server_events {
+	size_t size; /**< sizeof(struct rmr_server_events) */
+	/**
+	 * This member now records chunks missed by member @p member_id of pool
+	 * @p pool (@p dirty true; @p member_id may be this member itself), or
+	 * no longer does (its last dirty chunk there became clean).
+	 */
+	void (*dirty_tracking)(void *priv, const char *pool, uint16_t member_id, bool dirty);
+	/**
+	 * This member's resync of @p pool: @p done of @p total chunks, @p bytes
+	 * copied from peers so far. Called about once a second while chunks are
+	 * copied, and once more when the last one is clean (@p done == @p total).
+	 */
+	void (*resync_progress)(void *priv, const char *pool, uint64_t done, uint64_t total,
+				uint64_t bytes);
+	/**
+	 * A map update a client asked for (taking the dirty maps from member
+	 * @p source_id) finished with @p status (0 or a negative errno).
+	 */
+	void (*map_update)(void *priv, const char *pool, uint16_t source_id, int status);
+};
+
 /** Options of rmr_server_create(). Zero means "default" for every number. */
 struct rmr_server_opts {
 	size_t size;                 /**< sizeof(struct rmr_server_opts) */
@@ -127,6 +154,8 @@ struct rmr_server_opts {
 	unsigned max_io_size;        /**< largest request (default 128 KiB, max 4 MiB) */
 	unsigned heartbeat_ms;       /**< heartbeat interval (default 250) */
 	unsigned failure_timeout_ms; /**< silence that drops a session (default 2000) */
+	const struct rmr_server_events *events; /**< recovery callbacks, may be NULL; copied */
+	void *priv;                  /**< passed to @c events */
 };
 
 /**

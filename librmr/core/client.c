@@ -69,6 +69,16 @@ static void member_set_state(struct member *m, enum rmr_member_state to, const c
 		c->ops.member_state(c->opts.priv, m->index, m->id, from, to, reason);
 }
 
+void client_note_missed(struct rmr_client *c, uint64_t ids)
+{
+	uint64_t added = ids & ~c->missed_ids;
+
+	c->missed_ids |= ids;
+	for (unsigned id = 1; added && id <= RMR_MAX_MEMBER_ID; id++)
+		if ((added & (1ull << id)) && c->ops.dirty_tracking)
+			c->ops.dirty_tracking(c->opts.priv, (uint16_t)id, true);
+}
+
 int member_send(struct member *m, const struct iovec *iov, int iovcnt, void *op_ctx)
 {
 	struct rmr_client *c = m->c;
@@ -234,6 +244,7 @@ static void send_pull(struct member *m, const struct member *src)
 		return;
 	}
 	m->pulling = true;
+	m->pull_source = src->id;
 	m->pull_deadline = loop_now(c->loop) + timeout * NS_PER_MS;
 	log_notice("pool=%s member=%u addr=%s: taking the dirty maps from member %u", c->name,
 		   m->id, m->addr, src->id);
@@ -280,11 +291,15 @@ static void on_pull_rsp(struct member *m, const struct rmr_msg *msg)
 	if (!m->pulling)
 		return;
 	m->pulling = m->want_pull = false;
+	if (c->ops.map_update)
+		c->ops.map_update(c->opts.priv, m->id, m->pull_source, msg->status);
 	if (msg->status < 0) {
 		snprintf(why, sizeof(why), "map update failed: %s", strerror(-msg->status));
 		member_fail(m, why);
 	} else {
 		c->missed_ids &= ~(1ull << m->id);
+		if (c->ops.dirty_tracking)
+			c->ops.dirty_tracking(c->opts.priv, m->id, false);
 		c->map_ver = RMR_MAX(c->map_ver, msg->map_ver);
 		m->map_ver = msg->map_ver;
 		m->map_updates++;
@@ -399,7 +414,7 @@ static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
 	m->resolved = true;
 	c->map_ver = RMR_MAX(c->map_ver, h.map_ver);
 	/* Conservative: trust every member's record of who missed writes. */
-	c->missed_ids |= h.missed;
+	client_note_missed(c, h.missed);
 	member_set_state(m, RMR_MEMBER_RECONNECTING, "hello answered");
 	if (c->opening)
 		check_open_done(c);
@@ -593,8 +608,11 @@ static void client_tick(void *ctx, uint64_t now)
 	for (unsigned i = 0; i < c->nmembers; i++) {
 		struct member *m = &c->members[i];
 
-		if (m->pulling && now > m->pull_deadline)
+		if (m->pulling && now > m->pull_deadline) {
+			if (c->ops.map_update)
+				c->ops.map_update(c->opts.priv, m->id, m->pull_source, -ETIMEDOUT);
 			member_fail(m, "map update timed out");
+		}
 		want_pull |= m->want_pull;
 	}
 	if (want_pull)

@@ -95,6 +95,7 @@ struct member {
 	bool maintenance;            /* the operator holds it out of I/O */
 	bool want_pull;              /* missed writes: must take the maps before NORMAL */
 	bool pulling;                /* MAP_PULL sent, no answer yet */
+	uint16_t pull_source;
 	uint64_t pull_deadline;      /* ns */
 	/* counters */
 	uint64_t reads, writes, read_bytes, write_bytes, errors, reconnects;
@@ -158,6 +159,8 @@ struct rmr_client {
 void member_fail(struct member *m, const char *reason);
 int member_send(struct member *m, const struct iovec *iov, int iovcnt, void *op_ctx);
 unsigned client_normal_count(struct rmr_client *c);
+/* Add @ids to the members recorded as having missed writes (and tell the consumer). */
+void client_note_missed(struct rmr_client *c, uint64_t ids);
 /* Writes are frozen and may have drained: send the map pulls that wait. */
 void client_try_pulls(struct rmr_client *c);
 

@@ -250,7 +250,7 @@ static void dispatch_write(struct rmr_client *c, struct slot *s)
 	s->legs_mask = 0;
 	/* Every member of the pool that is not NORMAL misses this write. */
 	s->missed_ids = c->members_ids & ~normal;
-	c->missed_ids |= s->missed_ids;
+	client_note_missed(c, s->missed_ids);
 	for (unsigned i = 0; i < nmem(c); i++) {
 		struct member *m = &c->members[i];
 		int ret;
@@ -396,7 +396,7 @@ static void start_map_add(struct rmr_client *c, struct slot *s, uint64_t new_mis
 
 	s->phase = SLOT_MAP_ADD;
 	s->missed_ids |= new_missed;
-	c->missed_ids |= new_missed;
+	client_note_missed(c, new_missed);
 	s->legs_mask = 0;
 	for (unsigned i = 0; i < nmem(c); i++) {
 		struct member *m = &c->members[i];

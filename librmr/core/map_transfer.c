@@ -68,6 +68,7 @@ static void pull_answer(struct srv_pool *p, int status)
 	p->pull_running = false;
 	p->pull_sess = NULL;
 	pull_free_maps(p);
+	server_event_map_update(p, p->pull_source, status);
 	if (status < 0)
 		log_warn("pool=%s member=%u: taking the maps from member %u failed: %s", p->name,
 			 p->params.member_id, p->pull_source, strerror(-status));
@@ -89,6 +90,8 @@ static int pull_apply(struct srv_pool *p, uint64_t map_ver)
 		if (ret < 0)
 			return ret;
 	}
+	if (before == 0 && dirty_map_count(own))
+		server_event_dirty(p, (uint16_t)self, true);
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
 		struct dirty_map *old = p->maps[id];
 
@@ -96,6 +99,8 @@ static int pull_apply(struct srv_pool *p, uint64_t map_ver)
 			continue;
 		p->maps[id] = p->pull_maps[id];
 		p->pull_maps[id] = old;
+		if (!dirty_map_count(old) != !dirty_map_count(p->maps[id]))
+			server_event_dirty(p, (uint16_t)id, dirty_map_count(p->maps[id]) != 0);
 	}
 	p->map_ver = RMR_MAX(p->map_ver, map_ver);
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)

@@ -64,9 +64,11 @@ static void note_clean(struct srv_pool *p, uint64_t chunk)
 		p->clean_cap = cap;
 	}
 	p->clean_pending[p->nclean_pending++] = chunk;
-	if (dirty_map_count(pool_own_map(p)) == 0)
+	if (dirty_map_count(pool_own_map(p)) == 0) {
 		log_notice("pool=%s member=%u: resync complete, %llu chunks copied or overwritten",
 			   p->name, p->params.member_id, (unsigned long long)p->resync_done);
+		server_event_resync(p);
+	}
 }
 
 static void resume_all(struct sync_waiter *w, int status)
@@ -411,6 +413,10 @@ void resync_tick(struct srv_pool *p, uint64_t now)
 {
 	if (p->removing)
 		return;
+	if (p->copies && now - p->progress_ns >= NS_PER_S) {
+		p->progress_ns = now;
+		server_event_resync(p);
+	}
 	if (now - p->window_start_ns >= RATE_WINDOW_NS) {
 		if (p->window_start_ns)
 			p->resync_bps = p->window_bytes * NS_PER_S / (now - p->window_start_ns);

@@ -483,6 +483,34 @@ static void on_map_pull(struct srv_session *sess, const struct rmr_msg *msg)
 	map_transfer_pull(sess->pool, sess, msg->op);
 }
 
+/* --- events to the consumer ------------------------------------------------ */
+
+void server_event_dirty(struct srv_pool *p, uint16_t member_id, bool dirty)
+{
+	struct rmr_server *s = p->srv;
+
+	if (s->events.dirty_tracking)
+		s->events.dirty_tracking(s->opts.priv, p->name, member_id, dirty);
+}
+
+void server_event_resync(struct srv_pool *p)
+{
+	struct rmr_server *s = p->srv;
+	uint64_t left = dirty_map_count(pool_own_map(p));
+
+	if (s->events.resync_progress)
+		s->events.resync_progress(s->opts.priv, p->name, p->resync_done,
+					  p->resync_done + left, p->resync_bytes);
+}
+
+void server_event_map_update(struct srv_pool *p, uint16_t source, int status)
+{
+	struct rmr_server *s = p->srv;
+
+	if (s->events.map_update)
+		s->events.map_update(s->opts.priv, p->name, source, status);
+}
+
 /* --- transport upcalls ------------------------------------------------------ */
 
 static void *ev_accepted(void *ev_ctx, struct rmr_conn *conn)
@@ -754,6 +782,11 @@ RMR_EXPORT int rmr_server_create(const struct rmr_server_opts *opts, struct rmr_
 	snprintf(s->name, sizeof(s->name), "%s", o->name ? o->name : o->listen_addr);
 	o->listen_addr = NULL; /* the caller's strings are not ours to keep */
 	o->name = NULL;
+	if (o->events && !rmr_opts_copy(&s->events, sizeof(s->events), o->events)) {
+		server_free(s);
+		return -EINVAL;
+	}
+	o->events = NULL;
 	s->tops = rmr_transport_find(o->transport);
 	if (!s->tops) {
 		server_free(s);

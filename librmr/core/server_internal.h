@@ -91,6 +91,7 @@ struct srv_session {
 
 struct rmr_server {
 	struct rmr_server_opts opts;
+	struct rmr_server_events events;
 	char listen_addr[RMR_ADDR_MAX + 1];
 	char name[RMR_ADDR_MAX + 1];
 	const struct rmr_transport_ops *tops;
@@ -112,6 +113,10 @@ void server_ctrl_send(struct srv_session *sess, struct srv_ctrl *cm, unsigned ty
 		      size_t body_len);
 /* A request parked on a chunk copy may go on (the chunk is clean, or the copy failed). */
 void server_req_resume(struct srv_req *req, int status);
+/* Tell the consumer (rmr_server_events); each does nothing without a callback. */
+void server_event_dirty(struct srv_pool *p, uint16_t member_id, bool dirty);
+void server_event_resync(struct srv_pool *p);
+void server_event_map_update(struct srv_pool *p, uint16_t source, int status);
 
 /* map_transfer.c */
 /*

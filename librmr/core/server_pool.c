@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "server_pool.h"
+#include "server_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -236,6 +237,8 @@ int pool_mark_chunks(struct srv_pool *p, unsigned id, uint64_t first, uint64_t c
 	}
 	if (dirty_map_count(p->maps[id]) == before)
 		return 0; /* all on record already: the common case while degraded */
+	if (before == 0)
+		server_event_dirty(p, (uint16_t)id, true);
 	return write_blocks(p, id, first, first + count - 1);
 }
 
@@ -267,6 +270,8 @@ void pool_clear_chunk(struct srv_pool *p, unsigned id, uint64_t chunk)
 	if (!p->maps[id] || !(dirty_map_get(p->maps[id], chunk) & DIRTY_BIT))
 		return;
 	dirty_map_set(p->maps[id], chunk, 0);
+	if (dirty_map_count(p->maps[id]) == 0)
+		server_event_dirty(p, (uint16_t)id, false);
 	if (have_map_area(p)) {
 		p->stale_blocks[map_rank(p, id) * (p->bitmap_bytes / MAP_BLOCK) +
 				chunk / (MAP_BLOCK * 8)] = 1;

@@ -67,6 +67,7 @@ struct srv_pool {
 	uint64_t resync_done;        /* chunks made clean since the member last was clean */
 	uint64_t resync_bytes, served_sync_bytes;
 	uint64_t window_start_ns, window_bytes, resync_bps;
+	uint64_t progress_ns;        /* last resync_progress event */
 	bool resync_waiting;         /* own chunks dirty, no peer can provide them */
 	uint64_t *clean_pending;     /* chunks made clean, not yet told to peers */
 	uint64_t nclean_pending, clean_cap;

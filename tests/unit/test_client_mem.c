@@ -137,6 +137,65 @@ struct member {
 };
 
 static struct member members[NMEMBERS];
+
+/* What the recovery callbacks told, client and members (any thread). */
+static struct {
+	atomic_uint client_tracking[NMEMBERS + 1][2]; /* [id][started] */
+	atomic_uint client_map_update_ok, client_map_update_err;
+	atomic_uint member_cleared[NMEMBERS][NMEMBERS + 1]; /* [member idx][id] */
+	atomic_uint resync_complete[NMEMBERS];
+	_Atomic uint64_t resync_complete_total[NMEMBERS];
+} ev;
+
+static void ev_client_tracking(void *priv, uint16_t id, bool tracking)
+{
+	(void)priv;
+	if (id <= NMEMBERS)
+		atomic_fetch_add(&ev.client_tracking[id][tracking], 1);
+}
+
+static void ev_client_map_update(void *priv, uint16_t id, uint16_t source, int status)
+{
+	(void)priv;
+	(void)id;
+	(void)source;
+	atomic_fetch_add(status ? &ev.client_map_update_err : &ev.client_map_update_ok, 1);
+}
+
+static const struct rmr_client_ops client_ops = {
+	.size = sizeof(client_ops),
+	.dirty_tracking = ev_client_tracking,
+	.map_update = ev_client_map_update,
+};
+
+static void ev_member_dirty(void *priv, const char *pool, uint16_t id, bool dirty)
+{
+	unsigned idx = (unsigned)(uintptr_t)priv;
+
+	ck_assert_str_eq(pool, "vol");
+	if (!dirty && id <= NMEMBERS)
+		atomic_fetch_add(&ev.member_cleared[idx][id], 1);
+}
+
+static void ev_member_resync(void *priv, const char *pool, uint64_t done, uint64_t total,
+			     uint64_t bytes)
+{
+	unsigned idx = (unsigned)(uintptr_t)priv;
+
+	(void)pool;
+	(void)bytes;
+	ck_assert_uint_le(done, total);
+	if (done == total) {
+		atomic_fetch_add(&ev.resync_complete[idx], 1);
+		atomic_store(&ev.resync_complete_total[idx], total);
+	}
+}
+
+static const struct rmr_server_events member_events = {
+	.size = sizeof(member_events),
+	.dirty_tracking = ev_member_dirty,
+	.resync_progress = ev_member_resync,
+};
 static rmr_uuid pool_uuid;
 static int test_round;
 
@@ -149,6 +208,8 @@ static void member_start_rate(unsigned i, uint64_t rate)
 		.size = sizeof(so),
 		.listen_addr = members[i].addr,
 		.transport = "mem",
+		.events = &member_events,
+		.priv = (void *)(uintptr_t)i,
 	};
 	struct rmr_pool_params pp = {
 		.size = sizeof(pp),
@@ -191,6 +252,7 @@ static void setup(void)
 	rmr_log_set_sink(NULL, NULL, getenv("RMR_TEST_DEBUG") ? RMR_LOG_DEBUG : RMR_LOG_WARN);
 	ck_assert_int_eq(rmr_uuid_generate(&pool_uuid), 0);
 	test_round++;
+	memset(&ev, 0, sizeof(ev));
 	for (unsigned i = 0; i < NMEMBERS; i++) {
 		snprintf(members[i].addr, sizeof(members[i].addr), "t%d-m%u", test_round, i + 1);
 		members[i].store.data = calloc(1, POOL_SIZE);
@@ -231,6 +293,7 @@ static struct rmr_client *open_client(unsigned min_legs)
 		.reconnect_max_ms = 200,
 		.open_timeout_ms = 2000,
 		.min_legs = min_legs,
+		.ops = &client_ops,
 	};
 	struct rmr_client *c = NULL;
 
@@ -512,6 +575,14 @@ START_TEST(member_loss_keeps_io_going_and_is_recorded)
 		ck_assert_uint_eq(ps.resync_done, 16);
 		ck_assert_uint_eq(ps.resync_total, 16);
 	}
+	/* The callbacks told the same story, without any polling. */
+	ck_assert_uint_ge(atomic_load(&ev.client_tracking[2][1]), 1);
+	ck_assert_uint_eq(atomic_load(&ev.client_tracking[2][0]), 1);
+	ck_assert_uint_eq(atomic_load(&ev.client_map_update_ok), 1);
+	ck_assert_uint_eq(atomic_load(&ev.resync_complete[1]), 1);
+	ck_assert_uint_eq(atomic_load(&ev.resync_complete_total[1]), 16);
+	ck_assert_uint_ge(atomic_load(&ev.member_cleared[0][2]), 1);
+	ck_assert_uint_ge(atomic_load(&ev.member_cleared[2][2]), 1);
 	rmr_client_close(c);
 	free(buf);
 	free(back);
