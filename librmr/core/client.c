@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "client_internal.h"
 #include "compiler.h"
@@ -25,15 +24,6 @@
 #define DEF_RECONNECT_MIN_MS 200
 #define DEF_RECONNECT_MAX_MS 5000
 #define NS_PER_MS 1000000ull
-
-static uint64_t random_u64(void)
-{
-	uint64_t v = 0;
-
-	if (getrandom(&v, sizeof(v), 0) != sizeof(v))
-		v = loop_clock_ns() ^ (uint64_t)(uintptr_t)&v;
-	return v;
-}
 
 unsigned client_normal_count(struct rmr_client *c)
 {
@@ -133,7 +123,7 @@ static void schedule_reconnect(struct member *m)
 	struct rmr_client *c = m->c;
 	unsigned base = m->backoff_ms ? m->backoff_ms : c->opts.reconnect_min_ms;
 	/* +-25% jitter so that members and clients do not reconnect in lockstep. */
-	uint64_t jitter = random_u64() % (base / 2 + 1);
+	uint64_t jitter = loop_random() % (base / 2 + 1);
 	uint64_t delay = base - base / 4 + jitter;
 
 	m->next_connect = loop_now(c->loop) + delay * NS_PER_MS;
@@ -722,7 +712,7 @@ RMR_EXPORT int rmr_client_open(const struct rmr_client_opts *opts, struct rmr_cl
 		client_free(c);
 		return -ENOENT;
 	}
-	c->incarnation = random_u64();
+	c->incarnation = loop_random();
 	c->map_ver = 1;
 	c->qd = c->opts.queue_depth;
 	c->max_io_size = c->opts.max_io_size;
@@ -778,8 +768,12 @@ RMR_EXPORT int rmr_client_open(const struct rmr_client_opts *opts, struct rmr_cl
 	loop_call(c->loop, start_connect_all, c);
 
 	pthread_mutex_lock(&c->state_lock);
-	while (!c->open_done)
-		pthread_cond_wait(&c->state_cond, &c->state_lock);
+	while (!c->open_done) {
+		if (loop_sim_active())
+			loop_sim_wait(&c->state_lock);
+		else
+			pthread_cond_wait(&c->state_cond, &c->state_lock);
+	}
 	ret = c->open_status;
 	pthread_mutex_unlock(&c->state_lock);
 	if (ret < 0) {
@@ -822,8 +816,12 @@ RMR_EXPORT void rmr_client_close(struct rmr_client *c)
 		return;
 	pthread_mutex_lock(&c->state_lock);
 	c->closing = true;
-	while (c->inflight)
-		pthread_cond_wait(&c->state_cond, &c->state_lock);
+	while (c->inflight) {
+		if (loop_sim_active())
+			loop_sim_wait(&c->state_lock);
+		else
+			pthread_cond_wait(&c->state_cond, &c->state_lock);
+	}
 	pthread_mutex_unlock(&c->state_lock);
 	slot_pool_shutdown(&c->slot_pool);
 	loop_call(c->loop, say_goodbye, c);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,16 +39,66 @@ struct loop {
 	atomic_bool stop;
 	atomic_bool wake_pending;
 	uint64_t now;
+	bool simulated;              /* stepped by the simulation, no thread */
+	uint64_t next_tick;          /* simulated loops */
 
 	pthread_mutex_t call_lock;
 	pthread_cond_t call_done;
 	struct loop_call *calls;
 };
 
+#define SIM_MAX_LOOPS 64
+#define SIM_QUIET_STEPS 100000 /* a world that never goes quiet is a livelock */
+
+static struct {
+	bool on;
+	uint64_t now;
+	uint64_t rng;
+	struct loop *loops[SIM_MAX_LOOPS];
+	unsigned n;
+} sim;
+
+void loop_sim_begin(uint64_t seed)
+{
+	memset(&sim, 0, sizeof(sim));
+	sim.on = true;
+	sim.now = 1000000000ull; /* not zero: "never" is often 0 */
+	sim.rng = seed * 0x9e3779b97f4a7c15ull + 1;
+}
+
+void loop_sim_end(void)
+{
+	sim.on = false;
+	sim.n = 0;
+}
+
+bool loop_sim_active(void)
+{
+	return sim.on;
+}
+
+uint64_t loop_random(void)
+{
+	uint64_t v;
+
+	if (sim.on) {
+		/* xorshift64*: plenty for jitter, and the same for the same seed. */
+		sim.rng ^= sim.rng >> 12;
+		sim.rng ^= sim.rng << 25;
+		sim.rng ^= sim.rng >> 27;
+		return sim.rng * 0x2545f4914f6cdd1dull;
+	}
+	if (getrandom(&v, sizeof(v), 0) != sizeof(v))
+		v = loop_clock_ns() ^ (uint64_t)(uintptr_t)&v;
+	return v;
+}
+
 uint64_t loop_clock_ns(void)
 {
 	struct timespec ts;
 
+	if (sim.on)
+		return sim.now;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
@@ -162,6 +213,63 @@ static void handle_wake(struct loop *l)
 	l->ops->wake(l->ctx);
 }
 
+static unsigned sim_step_loop(struct loop *l)
+{
+	unsigned events = 0;
+
+	l->now = sim.now;
+	if (l->tops)
+		events += (unsigned)l->tops->progress(l->tp);
+	if (atomic_load(&l->wake_pending)) {
+		handle_wake(l);
+		events++;
+	}
+	if (l->now >= l->next_tick) {
+		l->ops->tick(l->ctx, l->now);
+		l->next_tick = l->now + l->tick_ns;
+	}
+	return events;
+}
+
+unsigned loop_sim_step(void)
+{
+	unsigned events = 0;
+
+	/* A loop may stop (and leave the list) while another one is stepped. */
+	for (unsigned i = 0; i < sim.n; i++)
+		events += sim_step_loop(sim.loops[i]);
+	return events;
+}
+
+static void sim_settle(void)
+{
+	for (unsigned n = 0; loop_sim_step() > 0; n++) {
+		if (n == SIM_QUIET_STEPS) {
+			log_err("simulation: no quiet moment after %u steps", n);
+			abort();
+		}
+	}
+}
+
+void loop_sim_run(uint64_t ns)
+{
+	uint64_t end = sim.now + ns;
+
+	do {
+		sim_settle();
+		sim.now += 1000000ull;
+	} while (sim.now < end);
+	sim_settle();
+}
+
+void loop_sim_wait(pthread_mutex_t *m)
+{
+	pthread_mutex_unlock(m);
+	if (loop_sim_step() == 0)
+		sim.now += 1000000ull;
+	pthread_mutex_lock(m);
+}
+
 static void *loop_thread(void *arg)
 {
 	struct loop *l = arg;
@@ -223,6 +331,15 @@ int loop_start(struct loop *l, const char *thread_name)
 {
 	int err;
 
+	if (sim.on) {
+		if (sim.n == SIM_MAX_LOOPS)
+			return -ENOSPC;
+		l->simulated = true;
+		l->now = sim.now;
+		l->next_tick = sim.now + l->tick_ns;
+		sim.loops[sim.n++] = l;
+		return 0;
+	}
 	atomic_store(&l->stop, false);
 	l->running = true;
 	err = pthread_create(&l->thread, NULL, loop_thread, l);
@@ -241,6 +358,16 @@ int loop_start(struct loop *l, const char *thread_name)
 
 void loop_stop(struct loop *l)
 {
+	if (l->simulated) {
+		for (unsigned i = 0; i < sim.n; i++) {
+			if (sim.loops[i] == l) {
+				sim.loops[i] = sim.loops[--sim.n];
+				break;
+			}
+		}
+		l->simulated = false;
+		return;
+	}
 	if (!l->running)
 		return;
 	atomic_store(&l->stop, true);

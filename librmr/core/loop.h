@@ -9,6 +9,7 @@
 #ifndef RMR_CORE_LOOP_H
 #define RMR_CORE_LOOP_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -38,7 +39,27 @@ void loop_call(struct loop *l, void (*fn)(void *arg), void *arg);
 bool loop_on_thread(struct loop *l);
 /* Time of the current iteration (monotonic ns); valid on the loop thread. */
 uint64_t loop_now(struct loop *l);
-/* Monotonic clock in ns. */
+/* Monotonic clock in ns (the virtual clock while a simulation runs). */
 uint64_t loop_clock_ns(void);
+/* 64 random bits: from the kernel, or from the simulation's seed. */
+uint64_t loop_random(void);
+
+/*
+ * Deterministic simulation, for the sim test suite. While it is on, loops
+ * get no thread: loop_start() registers them and the test steps them all on
+ * its own thread, against a virtual clock, with a seeded random source.
+ * Blocking waits inside librmr (opening a pool, waiting for a free slot)
+ * step the world instead of sleeping. One simulation per process at a time;
+ * start it before creating any client or server, end it after the last.
+ */
+void loop_sim_begin(uint64_t seed);
+void loop_sim_end(void);
+bool loop_sim_active(void);
+/* Step every loop once (progress, posted work, due ticks); returns the events handled. */
+unsigned loop_sim_step(void);
+/* Step until quiet, then advance the clock 1 ms; repeat for @ns of virtual time. */
+void loop_sim_run(uint64_t ns);
+/* For a blocking wait: drop @m, make progress (a step, or 1 ms if quiet), take @m again. */
+void loop_sim_wait(pthread_mutex_t *m);
 
 #endif

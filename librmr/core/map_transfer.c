@@ -102,7 +102,7 @@ static int pull_apply(struct srv_pool *p, uint64_t map_ver)
 		if (!dirty_map_count(old) != !dirty_map_count(p->maps[id]))
 			server_event_dirty(p, (uint16_t)id, dirty_map_count(p->maps[id]) != 0);
 	}
-	p->map_ver = RMR_MAX(p->map_ver, map_ver);
+	p->map_ver = RMR_MAX(p->map_ver, RMR_MAX(map_ver, p->pull_map_ver));
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
 		p->mark_ver[id] = RMR_MAX(p->mark_ver[id], p->map_ver);
 	if (before == 0)
@@ -186,7 +186,8 @@ static int store_probe(struct srv_pool *p)
 	return ret;
 }
 
-void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t source)
+void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t source,
+		       uint64_t map_ver)
 {
 	int ret = 0;
 
@@ -207,8 +208,11 @@ void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t so
 		if (!p->pull_maps[id] || dirty_map_init(p->pull_maps[id], p->nchunks) < 0)
 			ret = -ENOMEM;
 	}
+	/* The client says this member missed writes: its own map is incomplete. */
+	p->maps_current = false;
 	p->pull_sess = sess;
 	p->pull_source = source;
+	p->pull_map_ver = map_ver;
 	p->pull_running = true;
 	if (ret == 0)
 		ret = get_next(p, 1, 0);

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "compiler.h"
 #include "log.h"
@@ -68,10 +67,8 @@ static const char *pname(const struct peer *pe)
 static void schedule_reconnect(struct peer *pe)
 {
 	unsigned base = pe->backoff_ms ? pe->backoff_ms : RECONNECT_MIN_MS;
-	uint64_t r = 0;
+	uint64_t r = loop_random();
 
-	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
-		r = loop_clock_ns();
 	/* +-25% jitter so that members do not dial each other in lockstep. */
 	pe->next_connect = loop_now(pe->srv->loop) +
 			   (base - base / 4 + r % (base / 2 + 1)) * NS_PER_MS;
@@ -352,7 +349,7 @@ static void on_hello_rsp(struct peer *pe, const struct rmr_msg *msg)
 	snprintf(pe->reason, sizeof(pe->reason), "hello answered");
 	log_info("pool=%s member=%u: session to member %u (%s) up", p->name, p->params.member_id,
 		 pe->id, pe->addr);
-	resync_kick(p);
+	resync_peer_up(p, pe->id);
 }
 
 static void on_answer(struct peer *pe, const struct rmr_msg *msg)

@@ -65,6 +65,10 @@ static void note_clean(struct srv_pool *p, uint64_t chunk)
 	}
 	p->clean_pending[p->nclean_pending++] = chunk;
 	if (dirty_map_count(pool_own_map(p)) == 0) {
+		/* Peers that were away missed some MAP_CLEARs: tell them all is held. */
+		for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+			if (p->peers[id])
+				p->full_clear_due |= 1ull << id;
 		log_notice("pool=%s member=%u: resync complete, %llu chunks copied or overwritten",
 			   p->name, p->params.member_id, (unsigned long long)p->resync_done);
 		server_event_resync(p);
@@ -344,6 +348,42 @@ void resync_kick(struct srv_pool *p)
 	pump(p);
 }
 
+void resync_peer_up(struct srv_pool *p, uint16_t id)
+{
+	p->full_clear_due |= 1ull << id;
+	pump(p);
+}
+
+static void full_clear_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int status)
+{
+	struct srv_pool *p = ctx;
+
+	(void)rsp;
+	if (status < 0 && !p->removing)
+		p->full_clear_due |= 1ull << peer_id(pe); /* again next tick */
+}
+
+/*
+ * Once this member holds every chunk (its map is complete and empty, and
+ * durable), tell the peers that are due: a peer that missed MAP_CLEARs while
+ * it was cut off would otherwise keep stale dirty bits for us forever.
+ */
+static void tell_full_clear(struct srv_pool *p)
+{
+	if (!p->full_clear_due || !p->maps_current || p->clears_pending ||
+	    dirty_map_count(pool_own_map(p)) || p->syncing.count)
+		return;
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
+		struct peer *pe = p->peers[id];
+
+		if (!(p->full_clear_due & (1ull << id)) || !peer_is_up(pe))
+			continue;
+		if (peer_send(pe, RMR_MSG_MAP_CLEAR, 0, 0, (uint32_t)p->nchunks, full_clear_done,
+			      p) == 0)
+			p->full_clear_due &= ~(1ull << id);
+	}
+}
+
 static void clear_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int status)
 {
 	(void)ctx;
@@ -433,6 +473,7 @@ void resync_tick(struct srv_pool *p, uint64_t now)
 		else if (n)
 			tell_peers(p, n);
 	}
+	tell_full_clear(p);
 	pump(p);
 }
 

@@ -35,8 +35,13 @@ struct srv_req;
 bool resync_hold(struct srv_pool *p, struct srv_req *req);
 /* The store finished @req (see resync_hold): chunks it covered whole are clean if @status is 0. */
 void resync_release(struct srv_pool *p, struct srv_req *req, int status);
-/* Something changed (a peer came up, the maps were pulled): copy what can be copied. */
+/* Something changed (the maps were pulled): copy what can be copied. */
 void resync_kick(struct srv_pool *p);
+/*
+ * The session to peer @id is up: it may have missed MAP_CLEARs while it was
+ * down, so it hears "I hold every chunk" as soon as that is true.
+ */
+void resync_peer_up(struct srv_pool *p, uint16_t id);
 /* Periodic: durable clean bits, MAP_CLEAR to peers, rate limit, progress. */
 void resync_tick(struct srv_pool *p, uint64_t now);
 /* A peer says it holds chunks [first, first+count) again. */

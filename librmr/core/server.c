@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "compiler.h"
@@ -479,8 +478,11 @@ static void on_map_pull(struct srv_session *sess, const struct rmr_msg *msg)
 		session_reject(sess, "MAP_PULL from a member or for another pool");
 		return;
 	}
-	pool_note(sess->pool, msg->map_ver, 0);
-	map_transfer_pull(sess->pool, sess, msg->op);
+	/*
+	 * The map version is taken only with the maps: a member that knew it
+	 * before it held them could tell its peers it holds chunks it missed.
+	 */
+	map_transfer_pull(sess->pool, sess, msg->op, msg->map_ver);
 }
 
 /* --- events to the consumer ------------------------------------------------ */
@@ -793,8 +795,7 @@ RMR_EXPORT int rmr_server_create(const struct rmr_server_opts *opts, struct rmr_
 		return -ENOENT;
 	}
 	o->transport = NULL;
-	if (getrandom(&s->incarnation, sizeof(s->incarnation), 0) != sizeof(s->incarnation))
-		s->incarnation = loop_clock_ns();
+	s->incarnation = loop_random();
 
 	tparams.provider = o->provider;
 	tparams.max_msg = HDR_LEN + o->max_io_size;
@@ -957,7 +958,11 @@ RMR_EXPORT void rmr_server_remove_pool(struct rmr_server_pool *handle)
 		loop_call(pc.s->loop, do_remove_pool, &pc);
 		if (pc.ret == 0)
 			break;
-		usleep(1000); /* sessions wait for their store requests to come back */
+		/* Sessions wait for their store requests to come back. */
+		if (loop_sim_active())
+			loop_sim_run(1000000ull);
+		else
+			usleep(1000);
 	}
 	log_info("pool=%s member=%u: no longer served", p->name, p->params.member_id);
 	pool_free(p);

@@ -126,8 +126,12 @@ void server_event_map_update(struct srv_pool *p, uint16_t source, int status);
  */
 uint32_t map_transfer_serve(const struct srv_pool *p, void *buf, uint32_t cap, uint16_t *id,
 			    uint64_t *chunk, bool *last);
-/* MAP_PULL from a client on @sess: take every map from member @source, then answer. */
-void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t source);
+/*
+ * MAP_PULL from a client on @sess: take every map from member @source, then
+ * answer; the client's map version @map_ver counts once the maps are saved.
+ */
+void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t source,
+		       uint64_t map_ver);
 /* @sess is going away: a pull it asked for is answered to no one. */
 void map_transfer_forget(struct srv_pool *p, struct srv_session *sess);
 

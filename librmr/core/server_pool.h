@@ -69,6 +69,7 @@ struct srv_pool {
 	uint64_t window_start_ns, window_bytes, resync_bps;
 	uint64_t progress_ns;        /* last resync_progress event */
 	bool resync_waiting;         /* own chunks dirty, no peer can provide them */
+	uint64_t full_clear_due;     /* peer ids to tell "I hold every chunk" once that is true */
 	uint64_t *clean_pending;     /* chunks made clean, not yet told to peers */
 	uint64_t nclean_pending, clean_cap;
 
@@ -76,6 +77,7 @@ struct srv_pool {
 	struct srv_session *pull_sess; /* who asked; NULL once it went away */
 	bool pull_running;           /* a MAP_GET is in flight */
 	uint16_t pull_source;
+	uint64_t pull_map_ver;       /* the client's map version in the MAP_PULL */
 	struct dirty_map *pull_maps[RMR_MAX_MEMBER_ID + 1];
 	uint64_t map_pulls;
 

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "loop.h"
+
 int slot_pool_init(struct slot_pool *p, uint32_t n)
 {
 	if (n == 0)
@@ -38,7 +40,10 @@ int slot_pool_get(struct slot_pool *p, bool wait)
 	pthread_mutex_lock(&p->lock);
 	while (!p->shutdown && p->nfree == 0 && wait) {
 		p->waiters++;
-		pthread_cond_wait(&p->freed, &p->lock);
+		if (loop_sim_active())
+			loop_sim_wait(&p->lock);
+		else
+			pthread_cond_wait(&p->freed, &p->lock);
 		p->waiters--;
 	}
 	if (p->shutdown)

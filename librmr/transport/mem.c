@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -54,6 +55,51 @@ struct mem_tp {
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mem_tp *listeners;
+
+#define MAX_CUTS 32
+static char cuts[MAX_CUTS][2][RMR_ADDR_MAX + 1]; /* empty = unused */
+
+static bool same_pair(unsigned i, const char *a, const char *b)
+{
+	return (!strcmp(cuts[i][0], a) && !strcmp(cuts[i][1], b)) ||
+	       (!strcmp(cuts[i][0], b) && !strcmp(cuts[i][1], a));
+}
+
+/* Under mem_lock. */
+static bool link_cut(const struct mem_tp *x, const struct mem_tp *y)
+{
+	if (!x->params.name || !y->params.name)
+		return false;
+	for (unsigned i = 0; i < MAX_CUTS; i++)
+		if (cuts[i][0][0] && same_pair(i, x->params.name, y->params.name))
+			return true;
+	return false;
+}
+
+int rmr_mem_link_cut(const char *a, const char *b, bool cut)
+{
+	int ret = cut ? -ENOSPC : 0;
+
+	pthread_mutex_lock(&mem_lock);
+	for (unsigned i = 0; i < MAX_CUTS; i++) {
+		if (cuts[i][0][0] && same_pair(i, a, b)) {
+			if (!cut)
+				cuts[i][0][0] = cuts[i][1][0] = '\0';
+			ret = 0;
+			cut = false; /* already there */
+		}
+	}
+	for (unsigned i = 0; cut && i < MAX_CUTS; i++) {
+		if (!cuts[i][0][0]) {
+			snprintf(cuts[i][0], sizeof(cuts[i][0]), "%s", a);
+			snprintf(cuts[i][1], sizeof(cuts[i][1]), "%s", b);
+			ret = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&mem_lock);
+	return ret;
+}
 
 static void conn_put(struct rmr_conn *c)
 {
@@ -175,7 +221,9 @@ static int mem_connect(void *arg, const char *addr, void *conn_ctx, struct rmr_c
 	for (l = listeners; l; l = l->next_listener)
 		if (!strcmp(l->listen_name, addr))
 			break;
-	if (l) {
+	if (l && link_cut(tp, l)) {
+		/* The request vanishes: the dialer's own timeout must notice. */
+	} else if (l) {
 		post(l, ev_new(EV_CONNREQ, c, 0));
 	} else {
 		struct mem_ev *e = ev_new(EV_CONNFAIL, c, 0);
@@ -205,14 +253,16 @@ static int mem_send(void *arg, struct rmr_conn *c, const struct iovec *iov, int 
 		pthread_mutex_unlock(&mem_lock);
 		return -ENOTCONN;
 	}
-	/* Receive buffers have room for max_msg bytes, as with a real transport. */
-	msg = ev_new(EV_MSG, c->peer, RMR_MAX(len, c->peer->tp->params.max_msg));
-	msg->len = len;
-	for (int i = 0; i < iovcnt; i++) {
-		memcpy(msg->data + off, iov[i].iov_base, iov[i].iov_len);
-		off += iov[i].iov_len;
+	if (!link_cut(tp, c->peer->tp)) {
+		/* Receive buffers have room for max_msg bytes, as with a real transport. */
+		msg = ev_new(EV_MSG, c->peer, RMR_MAX(len, c->peer->tp->params.max_msg));
+		msg->len = len;
+		for (int i = 0; i < iovcnt; i++) {
+			memcpy(msg->data + off, iov[i].iov_base, iov[i].iov_len);
+			off += iov[i].iov_len;
+		}
+		post(c->peer->tp, msg);
 	}
-	post(c->peer->tp, msg);
 	done = ev_new(EV_SEND_DONE, c, 0);
 	done->op_ctx = op_ctx;
 	post(tp, done);

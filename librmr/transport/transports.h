@@ -3,11 +3,20 @@
 #ifndef RMR_TRANSPORT_TRANSPORTS_H
 #define RMR_TRANSPORT_TRANSPORTS_H
 
+#include <stdbool.h>
+
 #include <rmr/transport.h>
 
 /* libfabric: providers "tcp" (default), "shm", "verbs". */
 extern const struct rmr_transport_ops rmr_fabric_transport_ops;
 /* In-process transport for tests: addresses are names within one process. */
 extern const struct rmr_transport_ops rmr_mem_transport_ops;
+/*
+ * Tests: cut (@cut true) or restore the link between the mem transport
+ * instances named @a and @b (their rmr_transport_params name). Across a cut
+ * link messages and connection requests vanish, as on a pulled cable:
+ * nothing is closed, only silence tells. Returns 0 or -ENOSPC.
+ */
+int rmr_mem_link_cut(const char *a, const char *b, bool cut);
 
 #endif

@@ -1,0 +1,619 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Deterministic simulation of recovery: a client and three members over the
+ * in-process transport, all stepped on this thread against a virtual clock
+ * (loop_sim_*), with a seeded random workload and a model of every
+ * acknowledged write. Each case injects a fault (a member killed and
+ * restarted, a store failing then healed, maintenance, a cut client link, a
+ * cut member-to-member link during resync, a second failure during resync),
+ * keeps writing, and then checks: every read returns the model, the pool
+ * heals by itself, all stores equal the model, the client carried no resync
+ * bytes and the returning member copied at most its dirty chunks.
+ *
+ * Each case runs over SIM_SEEDS seeds (default 16); SIM_SEED=N runs one seed,
+ * SIM_CASE=NAME one case (RMR_TEST_DEBUG=1 adds librmr's debug log). Every
+ * seed prints the command that replays it.
+ */
+#include "unit.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rmr/client.h>
+#include <rmr/server.h>
+
+#include "loop.h"
+#include "transports.h"
+
+#define POOL_SIZE (8u << 20)
+#define CHUNK (64u * 1024)
+#define NCHUNKS (POOL_SIZE / CHUNK)
+#define NMEMBERS 3
+#define BLK 4096u
+#define MS 1000000ull
+
+struct memstore {
+	uint8_t *data;
+	bool fail;
+	uint8_t meta[256];
+	size_t meta_len;
+	uint8_t *map;
+	uint64_t map_size;
+};
+
+struct member {
+	char addr[32];
+	struct memstore store;
+	struct rmr_server *srv;
+	struct rmr_server_pool *pool;
+};
+
+static struct {
+	uint64_t seed, rng;
+	struct member m[NMEMBERS];
+	struct rmr_client *c;
+	uint8_t *model;
+	unsigned inflight;
+	uint64_t acked, failed;
+} w;
+
+/* --- the store -------------------------------------------------------------- */
+
+static void store_io(void *arg, struct rmr_store_io *io)
+{
+	struct memstore *st = arg;
+
+	if (st->fail) {
+		rmr_store_io_done(io, -EIO);
+		return;
+	}
+	if (io->kind == RMR_IO_READ)
+		memcpy(io->data, st->data + io->addr, io->len);
+	else if (io->data_len)
+		memcpy(st->data + io->addr, io->data, io->len);
+	else if (io->len)
+		memset(st->data + io->addr, 0, io->len);
+	rmr_store_io_done(io, 0);
+}
+
+static int store_export(void *arg, uint64_t addr, void *buf, uint32_t len)
+{
+	struct memstore *st = arg;
+
+	if (st->fail)
+		return -EIO;
+	memcpy(buf, st->data + addr, len);
+	return 0;
+}
+
+static int store_import(void *arg, uint64_t addr, const void *buf, uint32_t len)
+{
+	struct memstore *st = arg;
+
+	if (st->fail)
+		return -EIO;
+	memcpy(st->data + addr, buf, len);
+	return 0;
+}
+
+static int store_meta_load(void *arg, void *buf, size_t cap, size_t *len)
+{
+	struct memstore *st = arg;
+
+	*len = st->meta_len < cap ? st->meta_len : cap;
+	memcpy(buf, st->meta, *len);
+	return 0;
+}
+
+static int store_meta_save(void *arg, const void *buf, size_t len)
+{
+	struct memstore *st = arg;
+
+	if (len > sizeof(st->meta))
+		return -ENOSPC;
+	memcpy(st->meta, buf, len);
+	st->meta_len = len;
+	return 0;
+}
+
+static int store_map_read(void *arg, uint64_t off, void *buf, size_t len)
+{
+	struct memstore *st = arg;
+
+	expect(off + len <= st->map_size);
+	memcpy(buf, st->map + off, len);
+	return 0;
+}
+
+static int store_map_write(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct memstore *st = arg;
+
+	expect(off % 4096 == 0 && len % 4096 == 0 && off + len <= st->map_size);
+	memcpy(st->map + off, buf, len);
+	return 0;
+}
+
+static const struct rmr_store_ops store_ops = {
+	.size = sizeof(struct rmr_store_ops),
+	.io = store_io,
+	.chunk_export = store_export,
+	.chunk_import = store_import,
+	.meta_load = store_meta_load,
+	.meta_save = store_meta_save,
+	.map_read = store_map_read,
+	.map_write = store_map_write,
+};
+
+/* --- the world ---------------------------------------------------------------- */
+
+static uint64_t rnd(void)
+{
+	w.rng ^= w.rng >> 12;
+	w.rng ^= w.rng << 25;
+	w.rng ^= w.rng >> 27;
+	return w.rng * 0x2545f4914f6cdd1dull;
+}
+
+static const rmr_uuid pool_uuid = { { 0x51, 0x4d, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14 } };
+
+static void member_start(unsigned i, uint64_t rate)
+{
+	struct rmr_server_opts so = {
+		.size = sizeof(so),
+		.listen_addr = w.m[i].addr,
+		.transport = "mem",
+		.heartbeat_ms = 50,
+		.failure_timeout_ms = 500,
+	};
+	struct rmr_peer peers[NMEMBERS - 1];
+	struct rmr_pool_params pp = {
+		.size = sizeof(pp),
+		.name = "vol",
+		.uuid = pool_uuid,
+		.pool_size = POOL_SIZE,
+		.chunk_size = CHUNK,
+		.member_id = (uint16_t)(i + 1),
+		.members_mask = 0xe,
+		.peers = peers,
+		.npeers = NMEMBERS - 1,
+		.sync_queue_depth = 4,
+		.resync_rate = rate,
+	};
+
+	for (unsigned k = 0, n = 0; k < NMEMBERS; k++)
+		if (k != i)
+			peers[n++] = (struct rmr_peer){ .member_id = (uint16_t)(k + 1),
+							.addr = w.m[k].addr };
+	ck_assert_int_eq(rmr_server_create(&so, &w.m[i].srv), 0);
+	ck_assert_int_eq(rmr_server_add_pool(w.m[i].srv, &pp, &store_ops, &w.m[i].store,
+					     &w.m[i].pool), 0);
+}
+
+/* A crash: the process is gone, its store stays. */
+static void member_kill(unsigned i)
+{
+	rmr_server_remove_pool(w.m[i].pool);
+	rmr_server_destroy(w.m[i].srv);
+	w.m[i].srv = NULL;
+}
+
+static void world_begin(uint64_t seed)
+{
+	const char *addrs[NMEMBERS];
+	struct rmr_client_opts o = {
+		.size = sizeof(o),
+		.pool_name = "vol",
+		.transport = "mem",
+		.nmembers = NMEMBERS,
+		.members = addrs,
+		.queue_depth = 32,
+		.heartbeat_ms = 50,
+		.failure_timeout_ms = 500,
+		.reconnect_min_ms = 50,
+		.reconnect_max_ms = 400,
+		.open_timeout_ms = 2000,
+		.min_legs = 1,
+	};
+
+	memset(&w, 0, sizeof(w));
+	w.seed = seed;
+	w.rng = seed * 0x9e3779b97f4a7c15ull + 7;
+	rmr_log_set_sink(NULL, NULL, getenv("RMR_TEST_DEBUG") ? RMR_LOG_DEBUG : RMR_LOG_ERR);
+	loop_sim_begin(seed);
+	w.model = calloc(1, POOL_SIZE);
+	ck_assert_ptr_nonnull(w.model);
+	for (unsigned i = 0; i < NMEMBERS; i++) {
+		struct memstore *st = &w.m[i].store;
+
+		snprintf(w.m[i].addr, sizeof(w.m[i].addr), "sim-m%u", i + 1);
+		st->data = calloc(1, POOL_SIZE);
+		st->map_size = rmr_server_map_area_size(POOL_SIZE, CHUNK);
+		st->map = calloc(1, st->map_size);
+		ck_assert(st->data && st->map);
+		addrs[i] = w.m[i].addr;
+	}
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		member_start(i, 0);
+	ck_assert_int_eq(rmr_client_open(&o, &w.c), 0);
+}
+
+static void world_end(void)
+{
+	rmr_client_close(w.c);
+	for (unsigned i = 0; i < NMEMBERS; i++) {
+		if (w.m[i].srv)
+			member_kill(i);
+		rmr_mem_link_cut("vol", w.m[i].addr, false);
+		for (unsigned k = 0; k < NMEMBERS; k++)
+			rmr_mem_link_cut(w.m[i].addr, w.m[k].addr, false);
+		free(w.m[i].store.data);
+		free(w.m[i].store.map);
+	}
+	free(w.model);
+	loop_sim_end();
+}
+
+/* --- workload and model -------------------------------------------------------- */
+
+struct wreq {
+	uint64_t addr;
+	uint32_t len;
+	struct iovec iov;
+	uint8_t data[];
+};
+
+static void write_done(void *priv, int status)
+{
+	struct wreq *r = priv;
+
+	w.inflight--;
+	if (status == 0) {
+		memcpy(w.model + r->addr, r->data, r->len);
+		w.acked++;
+	} else {
+		w.failed++;
+	}
+	free(r);
+}
+
+static void submit_write(void)
+{
+	uint32_t len = (uint32_t)(1 + rnd() % 16) * BLK;
+	uint64_t addr = rnd() % ((POOL_SIZE - len) / BLK + 1) * BLK;
+	struct wreq *r = malloc(sizeof(*r) + len);
+	struct rmr_io io = { .kind = RMR_IO_WRITE, .op = 1, .addr = addr, .len = len,
+			     .iovcnt = 1, .cb = write_done };
+	uint8_t v = (uint8_t)rnd();
+
+	ck_assert_ptr_nonnull(r);
+	r->addr = addr;
+	r->len = len;
+	for (uint32_t i = 0; i < len; i++)
+		r->data[i] = (uint8_t)(v + i * 13 + (i >> 8));
+	r->iov = (struct iovec){ .iov_base = r->data, .iov_len = len };
+	io.iov = &r->iov;
+	io.priv = r;
+	ck_assert_int_eq(rmr_client_submit(w.c, &io, 0), 0);
+	w.inflight++;
+}
+
+/* @n random writes, @qd at a time, the world stepping in between. */
+static void write_some(unsigned n)
+{
+	for (unsigned sent = 0; sent < n || w.inflight;) {
+		while (sent < n && w.inflight < 16) {
+			submit_write();
+			sent++;
+		}
+		if (loop_sim_step() == 0)
+			loop_sim_run(MS);
+	}
+	/* A member is always NORMAL in these cases: no write may fail. */
+	ck_assert_msg(w.failed == 0, "seed %llu: %llu writes failed", (unsigned long long)w.seed,
+		      (unsigned long long)w.failed);
+}
+
+struct rreq {
+	int status;
+	bool done;
+};
+
+static void read_done(void *priv, int status)
+{
+	struct rreq *r = priv;
+
+	r->status = status;
+	r->done = true;
+}
+
+/* Read the whole pool through the client (round-robin over the members). */
+static void read_all_matches_model(void)
+{
+	static uint8_t buf[CHUNK];
+
+	for (uint64_t off = 0; off < POOL_SIZE; off += sizeof(buf) / 2) {
+		struct rreq r = { 0 };
+		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) / 2 };
+		struct rmr_io io = { .kind = RMR_IO_READ, .op = 0, .addr = off,
+				     .len = sizeof(buf) / 2, .iov = &iov, .iovcnt = 1,
+				     .cb = read_done, .priv = &r };
+
+		ck_assert_int_eq(rmr_client_submit(w.c, &io, 0), 0);
+		while (!r.done)
+			if (loop_sim_step() == 0)
+				loop_sim_run(MS);
+		ck_assert_msg(r.status == 0 && !memcmp(buf, w.model + off, sizeof(buf) / 2),
+			      "seed %llu: read at %llu: status %d or data differs from the model",
+			      (unsigned long long)w.seed, (unsigned long long)off, r.status);
+	}
+}
+
+static enum rmr_member_state state_of(unsigned i)
+{
+	struct rmr_pool_status st = { .size = sizeof(st) };
+
+	ck_assert_int_eq(rmr_client_status(w.c, &st), 0);
+	return st.members[i].state;
+}
+
+/* Step the world until member @i is in @want (within @ms of virtual time). */
+static void wait_state(unsigned i, enum rmr_member_state want, unsigned ms)
+{
+	for (unsigned t = 0; t < ms && state_of(i) != want; t += 10)
+		loop_sim_run(10 * MS);
+	ck_assert_msg(state_of(i) == want, "seed %llu: member %u is %s, expected %s",
+		      (unsigned long long)w.seed, i + 1, rmr_member_state_name(state_of(i)),
+		      rmr_member_state_name(want));
+}
+
+static struct rmr_server_pool_status pool_status(unsigned i)
+{
+	static struct rmr_server_status ss;
+
+	ss.size = sizeof(ss);
+	ck_assert_int_eq(rmr_server_status(w.m[i].srv, &ss), 0);
+	return ss.pools[0];
+}
+
+static uint64_t dirty_total(void)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < NMEMBERS; i++) {
+		struct rmr_server_pool_status ps = pool_status(i);
+
+		for (unsigned id = 1; id <= NMEMBERS; id++)
+			n += ps.dirty_chunks[id];
+	}
+	return n;
+}
+
+/* Chunks member index @on records as missed by member id @id. */
+static uint64_t dirty_for(unsigned id, unsigned on)
+{
+	return pool_status(on).dirty_chunks[id];
+}
+
+/*
+ * The end of every case: all members NORMAL, the pool heals within 60 s of
+ * virtual time, reads and stores equal the model, the client carried no
+ * resync bytes, and member @ret copied at most @dirty chunks.
+ */
+static void check_healed(unsigned ret, uint64_t dirty)
+{
+	struct rmr_pool_status st = { .size = sizeof(st) };
+	uint64_t copied;
+
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		wait_state(i, RMR_MEMBER_NORMAL, 20000);
+	read_all_matches_model();
+	for (unsigned t = 0; t < 60000 && dirty_total(); t += 10)
+		loop_sim_run(10 * MS);
+	ck_assert_msg(dirty_total() == 0, "seed %llu: still %llu dirty chunks after 60 s",
+		      (unsigned long long)w.seed, (unsigned long long)dirty_total());
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		ck_assert_msg(!memcmp(w.m[i].store.data, w.model, POOL_SIZE),
+			      "seed %llu: member %u's store differs from the model",
+			      (unsigned long long)w.seed, i + 1);
+	ck_assert_int_eq(rmr_client_status(w.c, &st), 0);
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		ck_assert_uint_eq(st.members[i].resync_bytes, 0);
+	copied = pool_status(ret).resync_bytes;
+	ck_assert_msg(copied <= dirty * CHUNK,
+		      "seed %llu: member %u copied %llu bytes for %llu dirty chunks",
+		      (unsigned long long)w.seed, ret + 1, (unsigned long long)copied,
+		      (unsigned long long)dirty);
+}
+
+/* --- the cases ------------------------------------------------------------------- */
+
+static void case_kill_restart(void)
+{
+	uint64_t dirty;
+
+	write_some(200);
+	member_kill(1);
+	write_some(300);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	dirty = dirty_for(2, 0);
+	ck_assert_uint_gt(dirty, 0);
+	member_start(1, 0);
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	write_some(100);
+	check_healed(1, dirty);
+}
+
+static void case_store_fault(void)
+{
+	uint64_t dirty;
+
+	write_some(100);
+	w.m[2].store.fail = true;
+	write_some(300);
+	ck_assert_int_ne(state_of(2), RMR_MEMBER_NORMAL);
+	loop_sim_run(2000 * MS);
+	/* It cannot prove its store works: it never comes back meanwhile. */
+	ck_assert_int_ne(state_of(2), RMR_MEMBER_NORMAL);
+	dirty = dirty_for(3, 0);
+	w.m[2].store.fail = false;
+	wait_state(2, RMR_MEMBER_NORMAL, 10000);
+	write_some(100);
+	check_healed(2, dirty);
+}
+
+static void case_maintenance(void)
+{
+	uint64_t dirty;
+
+	write_some(100);
+	ck_assert_int_eq(rmr_client_set_maintenance(w.c, 2, true), 0);
+	write_some(300);
+	ck_assert_int_eq(state_of(1), RMR_MEMBER_MAINTENANCE);
+	dirty = dirty_for(2, 0);
+	ck_assert_uint_gt(dirty, 0);
+	ck_assert_int_eq(rmr_client_set_maintenance(w.c, 2, false), 0);
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	write_some(100);
+	check_healed(1, dirty);
+}
+
+static void case_client_link_cut(void)
+{
+	uint64_t dirty;
+
+	write_some(100);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[1].addr, true), 0);
+	write_some(300);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	write_some(100);
+	dirty = dirty_for(2, 0);
+	ck_assert_uint_gt(dirty, 0);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[1].addr, false), 0);
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	write_some(100);
+	check_healed(1, dirty);
+}
+
+static void case_peer_link_cut_during_resync(void)
+{
+	uint64_t dirty;
+
+	write_some(50);
+	member_kill(1);
+	write_some(600);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	dirty = dirty_for(2, 0);
+	/* Back, but resyncing slowly: 8 chunks a second. */
+	member_start(1, 8 * CHUNK);
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	loop_sim_run(300 * MS);
+	ck_assert_uint_gt(pool_status(1).dirty_chunks[2], 0);
+	/* Member 2 loses member 1; it goes on with member 3 alone. */
+	ck_assert_int_eq(rmr_mem_link_cut(w.m[1].addr, w.m[0].addr, true), 0);
+	write_some(100);
+	loop_sim_run(3000 * MS);
+	ck_assert_int_eq(rmr_mem_link_cut(w.m[1].addr, w.m[0].addr, false), 0);
+	check_healed(1, dirty);
+}
+
+static void case_second_failure_during_resync(void)
+{
+	uint64_t dirty;
+
+	write_some(50);
+	member_kill(1);
+	write_some(500);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	dirty = dirty_for(2, 0);
+	member_start(1, 8 * CHUNK);
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	ck_assert_uint_gt(pool_status(1).dirty_chunks[2], 0);
+	member_kill(2);
+	write_some(200);
+	wait_state(2, RMR_MEMBER_FAILED, 2000);
+	member_start(2, 0);
+	write_some(100);
+	check_healed(1, dirty);
+}
+
+/* --- seeds ----------------------------------------------------------------------- */
+
+static void run_seeds(const char *name, void (*fn)(void))
+{
+	const char *one = getenv("SIM_SEED"), *n = getenv("SIM_SEEDS"), *only = getenv("SIM_CASE");
+	uint64_t first = one ? strtoull(one, NULL, 0) : 1;
+	uint64_t count = one ? 1 : (n ? strtoull(n, NULL, 0) : 16);
+
+	if (only && strcmp(only, name))
+		return;
+	for (uint64_t seed = first; seed < first + count; seed++) {
+		fprintf(stderr, "sim %s: seed %llu (replay: SIM_CASE=%s SIM_SEED=%llu "
+				"build/tests/test_sim_recovery)\n",
+			name, (unsigned long long)seed, name, (unsigned long long)seed);
+		world_begin(seed);
+		fn();
+		world_end();
+	}
+}
+
+#define SIM_CASE(fn)                   \
+	START_TEST(fn##_seeds)         \
+	{                              \
+		run_seeds(#fn, fn);    \
+	}                              \
+	END_TEST
+
+SIM_CASE(case_kill_restart)
+SIM_CASE(case_store_fault)
+SIM_CASE(case_maintenance)
+SIM_CASE(case_client_link_cut)
+SIM_CASE(case_peer_link_cut_during_resync)
+SIM_CASE(case_second_failure_during_resync)
+
+/* The same seed gives the same run: same virtual time, same counters. */
+START_TEST(same_seed_same_run)
+{
+	struct rmr_pool_status a = { .size = sizeof(a) }, b = { .size = sizeof(b) };
+	uint64_t ta, tb;
+
+	world_begin(42);
+	case_kill_restart();
+	ck_assert_int_eq(rmr_client_status(w.c, &a), 0);
+	ta = loop_clock_ns();
+	world_end();
+	world_begin(42);
+	case_kill_restart();
+	ck_assert_int_eq(rmr_client_status(w.c, &b), 0);
+	tb = loop_clock_ns();
+	world_end();
+	ck_assert_uint_eq(ta, tb);
+	ck_assert_uint_eq(a.map_ver, b.map_ver);
+	for (unsigned i = 0; i < NMEMBERS; i++) {
+		ck_assert_uint_eq(a.members[i].reads, b.members[i].reads);
+		ck_assert_uint_eq(a.members[i].writes, b.members[i].writes);
+		ck_assert_uint_eq(a.members[i].tx_bytes, b.members[i].tx_bytes);
+	}
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("sim_recovery");
+	TCase *tc = tcase_create("sim");
+
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, case_kill_restart_seeds);
+	tcase_add_test(tc, case_store_fault_seeds);
+	tcase_add_test(tc, case_maintenance_seeds);
+	tcase_add_test(tc, case_client_link_cut_seeds);
+	tcase_add_test(tc, case_peer_link_cut_during_resync_seeds);
+	tcase_add_test(tc, case_second_failure_during_resync_seeds);
+	tcase_add_test(tc, same_seed_same_run);
+	suite_add_tcase(s, tc);
+	return unit_run(s);
+}
