@@ -541,6 +541,78 @@ static void case_second_failure_during_resync(void)
 	check_healed(1, dirty);
 }
 
+/* A member killed in the middle of its resync resumes from the bits left. */
+static void case_resync_interrupted(void)
+{
+	uint64_t dirty, left;
+
+	write_some(50);
+	member_kill(1);
+	write_some(500);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	dirty = dirty_for(2, 0);
+	member_start(1, 16 * CHUNK);
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	loop_sim_run(1000 * MS);
+	left = pool_status(1).dirty_chunks[2];
+	ck_assert_uint_gt(left, 0);
+	ck_assert_uint_lt(left, dirty);
+	member_kill(1);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	member_start(1, 0);
+	/* What it copied before the kill is not copied again (give or take the
+	 * chunks whose clean bits were not yet on disk). */
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	ck_assert_uint_le(pool_status(1).dirty_chunks[2], left + 2 * 4);
+	write_some(100);
+	check_healed(1, dirty);
+}
+
+/*
+ * Every process restarts while the pool is degraded: the members' dirty maps
+ * come back from their stores, a new client learns from the hellos who
+ * missed writes, and the member that missed them still copies exactly those.
+ */
+static void case_all_restart_while_degraded(void)
+{
+	const char *addrs[NMEMBERS];
+	struct rmr_client_opts o = {
+		.size = sizeof(o),
+		.pool_name = "vol",
+		.transport = "mem",
+		.nmembers = NMEMBERS,
+		.members = addrs,
+		.queue_depth = 32,
+		.heartbeat_ms = 50,
+		.failure_timeout_ms = 500,
+		.reconnect_min_ms = 50,
+		.reconnect_max_ms = 400,
+		.open_timeout_ms = 2000,
+	};
+	uint64_t dirty;
+
+	write_some(100);
+	member_kill(1);
+	write_some(300);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	dirty = dirty_for(2, 0);
+	ck_assert_uint_eq(dirty, dirty_for(2, 2));
+	rmr_client_close(w.c);
+	member_kill(0);
+	member_kill(2);
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		member_start(i, 0);
+	/* Before anyone is admitted, the record is back from the stores. */
+	ck_assert_uint_eq(dirty_for(2, 0), dirty);
+	ck_assert_uint_eq(dirty_for(2, 2), dirty);
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		addrs[i] = w.m[i].addr;
+	ck_assert_int_eq(rmr_client_open(&o, &w.c), 0);
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	write_some(100);
+	check_healed(1, dirty);
+}
+
 /* --- seeds ----------------------------------------------------------------------- */
 
 static void run_seeds(const char *name, void (*fn)(void))
@@ -574,6 +646,8 @@ SIM_CASE(case_maintenance)
 SIM_CASE(case_client_link_cut)
 SIM_CASE(case_peer_link_cut_during_resync)
 SIM_CASE(case_second_failure_during_resync)
+SIM_CASE(case_all_restart_while_degraded)
+SIM_CASE(case_resync_interrupted)
 
 /* The same seed gives the same run: same virtual time, same counters. */
 START_TEST(same_seed_same_run)
@@ -613,6 +687,8 @@ int main(void)
 	tcase_add_test(tc, case_client_link_cut_seeds);
 	tcase_add_test(tc, case_peer_link_cut_during_resync_seeds);
 	tcase_add_test(tc, case_second_failure_during_resync_seeds);
+	tcase_add_test(tc, case_all_restart_while_degraded_seeds);
+	tcase_add_test(tc, case_resync_interrupted_seeds);
 	tcase_add_test(tc, same_seed_same_run);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
