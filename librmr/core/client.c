@@ -121,13 +121,10 @@ static int send_ctrl(struct member *m, struct ctrl_msg *cm, size_t body_len)
 static void schedule_reconnect(struct member *m)
 {
 	struct rmr_client *c = m->c;
-	unsigned base = m->backoff_ms ? m->backoff_ms : c->opts.reconnect_min_ms;
-	/* +-25% jitter so that members and clients do not reconnect in lockstep. */
-	uint64_t jitter = loop_random() % (base / 2 + 1);
-	uint64_t delay = base - base / 4 + jitter;
 
-	m->next_connect = loop_now(c->loop) + delay * NS_PER_MS;
-	m->backoff_ms = RMR_MIN(base * 2, c->opts.reconnect_max_ms);
+	m->next_connect = loop_now(c->loop) + loop_backoff_ns(&m->backoff_ms,
+							      c->opts.reconnect_min_ms,
+							      c->opts.reconnect_max_ms);
 }
 
 static void member_drop_conn(struct member *m)

@@ -93,6 +93,15 @@ uint64_t loop_random(void)
 	return v;
 }
 
+uint64_t loop_backoff_ns(unsigned *backoff_ms, unsigned min_ms, unsigned max_ms)
+{
+	unsigned base = *backoff_ms ? *backoff_ms : min_ms;
+	uint64_t delay = base - base / 4 + loop_random() % (base / 2 + 1);
+
+	*backoff_ms = base * 2 < max_ms ? base * 2 : max_ms;
+	return delay * 1000000ull;
+}
+
 uint64_t loop_clock_ns(void)
 {
 	struct timespec ts;

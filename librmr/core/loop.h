@@ -43,6 +43,12 @@ uint64_t loop_now(struct loop *l);
 uint64_t loop_clock_ns(void);
 /* 64 random bits: from the kernel, or from the simulation's seed. */
 uint64_t loop_random(void);
+/*
+ * Delay before the next reconnect: *@backoff_ms (@min_ms when 0) with +-25%
+ * jitter, so that peers do not retry in lockstep; *@backoff_ms doubles, up
+ * to @max_ms. Returns nanoseconds.
+ */
+uint64_t loop_backoff_ns(unsigned *backoff_ms, unsigned min_ms, unsigned max_ms);
 
 /*
  * Deterministic simulation, for the sim test suite. While it is on, loops

@@ -66,13 +66,8 @@ static const char *pname(const struct peer *pe)
 
 static void schedule_reconnect(struct peer *pe)
 {
-	unsigned base = pe->backoff_ms ? pe->backoff_ms : RECONNECT_MIN_MS;
-	uint64_t r = loop_random();
-
-	/* +-25% jitter so that members do not dial each other in lockstep. */
 	pe->next_connect = loop_now(pe->srv->loop) +
-			   (base - base / 4 + r % (base / 2 + 1)) * NS_PER_MS;
-	pe->backoff_ms = RMR_MIN(base * 2, RECONNECT_MAX_MS);
+			   loop_backoff_ns(&pe->backoff_ms, RECONNECT_MIN_MS, RECONNECT_MAX_MS);
 }
 
 static void req_free(struct peer *pe, struct peer_req *r)

@@ -14,6 +14,7 @@
  * SIM_CASE=NAME one case (RMR_TEST_DEBUG=1 adds librmr's debug log). Every
  * seed prints the command that replays it.
  */
+#include "memstore.h"
 #include "unit.h"
 
 #include <errno.h>
@@ -36,15 +37,6 @@
 #define BLK 4096u
 #define MS 1000000ull
 
-struct memstore {
-	uint8_t *data;
-	bool fail;
-	uint8_t meta[256];
-	size_t meta_len;
-	uint8_t *map;
-	uint64_t map_size;
-};
-
 struct member {
 	char addr[32];
 	struct memstore store;
@@ -60,94 +52,6 @@ static struct {
 	unsigned inflight;
 	uint64_t acked, failed;
 } w;
-
-/* --- the store -------------------------------------------------------------- */
-
-static void store_io(void *arg, struct rmr_store_io *io)
-{
-	struct memstore *st = arg;
-
-	if (st->fail) {
-		rmr_store_io_done(io, -EIO);
-		return;
-	}
-	if (io->kind == RMR_IO_READ)
-		memcpy(io->data, st->data + io->addr, io->len);
-	else if (io->data_len)
-		memcpy(st->data + io->addr, io->data, io->len);
-	else if (io->len)
-		memset(st->data + io->addr, 0, io->len);
-	rmr_store_io_done(io, 0);
-}
-
-static int store_export(void *arg, uint64_t addr, void *buf, uint32_t len)
-{
-	struct memstore *st = arg;
-
-	if (st->fail)
-		return -EIO;
-	memcpy(buf, st->data + addr, len);
-	return 0;
-}
-
-static int store_import(void *arg, uint64_t addr, const void *buf, uint32_t len)
-{
-	struct memstore *st = arg;
-
-	if (st->fail)
-		return -EIO;
-	memcpy(st->data + addr, buf, len);
-	return 0;
-}
-
-static int store_meta_load(void *arg, void *buf, size_t cap, size_t *len)
-{
-	struct memstore *st = arg;
-
-	*len = st->meta_len < cap ? st->meta_len : cap;
-	memcpy(buf, st->meta, *len);
-	return 0;
-}
-
-static int store_meta_save(void *arg, const void *buf, size_t len)
-{
-	struct memstore *st = arg;
-
-	if (len > sizeof(st->meta))
-		return -ENOSPC;
-	memcpy(st->meta, buf, len);
-	st->meta_len = len;
-	return 0;
-}
-
-static int store_map_read(void *arg, uint64_t off, void *buf, size_t len)
-{
-	struct memstore *st = arg;
-
-	expect(off + len <= st->map_size);
-	memcpy(buf, st->map + off, len);
-	return 0;
-}
-
-static int store_map_write(void *arg, uint64_t off, const void *buf, size_t len)
-{
-	struct memstore *st = arg;
-
-	expect(off % 4096 == 0 && len % 4096 == 0 && off + len <= st->map_size);
-	memcpy(st->map + off, buf, len);
-	return 0;
-}
-
-static const struct rmr_store_ops store_ops = {
-	.size = sizeof(struct rmr_store_ops),
-	.io = store_io,
-	.chunk_export = store_export,
-	.chunk_import = store_import,
-	.meta_load = store_meta_load,
-	.meta_save = store_meta_save,
-	.map_read = store_map_read,
-	.map_write = store_map_write,
-};
 
 /* --- the world ---------------------------------------------------------------- */
 
@@ -190,7 +94,7 @@ static void member_start(unsigned i, uint64_t rate)
 			peers[n++] = (struct rmr_peer){ .member_id = (uint16_t)(k + 1),
 							.addr = w.m[k].addr };
 	ck_assert_int_eq(rmr_server_create(&so, &w.m[i].srv), 0);
-	ck_assert_int_eq(rmr_server_add_pool(w.m[i].srv, &pp, &store_ops, &w.m[i].store,
+	ck_assert_int_eq(rmr_server_add_pool(w.m[i].srv, &pp, &memstore_ops, &w.m[i].store,
 					     &w.m[i].pool), 0);
 }
 
@@ -202,7 +106,7 @@ static void member_kill(unsigned i)
 	w.m[i].srv = NULL;
 }
 
-static void world_begin(uint64_t seed)
+static void client_open(void)
 {
 	const char *addrs[NMEMBERS];
 	struct rmr_client_opts o = {
@@ -220,6 +124,13 @@ static void world_begin(uint64_t seed)
 		.min_legs = 1,
 	};
 
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		addrs[i] = w.m[i].addr;
+	ck_assert_int_eq(rmr_client_open(&o, &w.c), 0);
+}
+
+static void world_begin(uint64_t seed)
+{
 	memset(&w, 0, sizeof(w));
 	w.seed = seed;
 	w.rng = seed * 0x9e3779b97f4a7c15ull + 7;
@@ -228,18 +139,12 @@ static void world_begin(uint64_t seed)
 	w.model = calloc(1, POOL_SIZE);
 	ck_assert_ptr_nonnull(w.model);
 	for (unsigned i = 0; i < NMEMBERS; i++) {
-		struct memstore *st = &w.m[i].store;
-
 		snprintf(w.m[i].addr, sizeof(w.m[i].addr), "sim-m%u", i + 1);
-		st->data = calloc(1, POOL_SIZE);
-		st->map_size = rmr_server_map_area_size(POOL_SIZE, CHUNK);
-		st->map = calloc(1, st->map_size);
-		ck_assert(st->data && st->map);
-		addrs[i] = w.m[i].addr;
+		memstore_init(&w.m[i].store, POOL_SIZE, CHUNK);
 	}
 	for (unsigned i = 0; i < NMEMBERS; i++)
 		member_start(i, 0);
-	ck_assert_int_eq(rmr_client_open(&o, &w.c), 0);
+	client_open();
 }
 
 static void world_end(void)
@@ -251,8 +156,7 @@ static void world_end(void)
 		rmr_mem_link_cut("vol", w.m[i].addr, false);
 		for (unsigned k = 0; k < NMEMBERS; k++)
 			rmr_mem_link_cut(w.m[i].addr, w.m[k].addr, false);
-		free(w.m[i].store.data);
-		free(w.m[i].store.map);
+		memstore_destroy(&w.m[i].store);
 	}
 	free(w.model);
 	loop_sim_end();
@@ -575,20 +479,6 @@ static void case_resync_interrupted(void)
  */
 static void case_all_restart_while_degraded(void)
 {
-	const char *addrs[NMEMBERS];
-	struct rmr_client_opts o = {
-		.size = sizeof(o),
-		.pool_name = "vol",
-		.transport = "mem",
-		.nmembers = NMEMBERS,
-		.members = addrs,
-		.queue_depth = 32,
-		.heartbeat_ms = 50,
-		.failure_timeout_ms = 500,
-		.reconnect_min_ms = 50,
-		.reconnect_max_ms = 400,
-		.open_timeout_ms = 2000,
-	};
 	uint64_t dirty;
 
 	write_some(100);
@@ -605,9 +495,7 @@ static void case_all_restart_while_degraded(void)
 	/* Before anyone is admitted, the record is back from the stores. */
 	ck_assert_uint_eq(dirty_for(2, 0), dirty);
 	ck_assert_uint_eq(dirty_for(2, 2), dirty);
-	for (unsigned i = 0; i < NMEMBERS; i++)
-		addrs[i] = w.m[i].addr;
-	ck_assert_int_eq(rmr_client_open(&o, &w.c), 0);
+	client_open();
 	wait_state(1, RMR_MEMBER_NORMAL, 10000);
 	write_some(100);
 	check_healed(1, dirty);

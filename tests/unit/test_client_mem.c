@@ -7,6 +7,7 @@
  * what it missed from its peers (never through the client), and never
  * serves a stale read.
  */
+#include "memstore.h"
 #include "unit.h"
 #include <errno.h>
 #include <pthread.h>
@@ -23,111 +24,6 @@
 #define POOL_SIZE (4u << 20)
 #define CHUNK (128u * 1024)
 #define NMEMBERS 3
-
-struct memstore {
-	uint8_t *data;
-	atomic_bool fail;
-	pthread_mutex_t lock;
-	uint8_t meta[256];
-	size_t meta_len;
-	uint8_t *map;                /* the dirty-map area */
-	uint64_t map_size;
-};
-
-static void store_io(void *arg, struct rmr_store_io *io)
-{
-	struct memstore *st = arg;
-	int status = 0;
-
-	if (atomic_load(&st->fail)) {
-		rmr_store_io_done(io, -EIO);
-		return;
-	}
-	pthread_mutex_lock(&st->lock);
-	if (io->kind == RMR_IO_READ)
-		memcpy(io->data, st->data + io->addr, io->len);
-	else if (io->data_len)
-		memcpy(st->data + io->addr, io->data, io->len);
-	else if (io->len)
-		memset(st->data + io->addr, 0, io->len);
-	pthread_mutex_unlock(&st->lock);
-	rmr_store_io_done(io, status);
-}
-
-static int store_meta_load(void *arg, void *buf, size_t cap, size_t *len)
-{
-	struct memstore *st = arg;
-
-	*len = st->meta_len < cap ? st->meta_len : cap;
-	memcpy(buf, st->meta, *len);
-	return 0;
-}
-
-static int store_meta_save(void *arg, const void *buf, size_t len)
-{
-	struct memstore *st = arg;
-
-	if (len > sizeof(st->meta))
-		return -ENOSPC;
-	memcpy(st->meta, buf, len);
-	st->meta_len = len;
-	return 0;
-}
-
-static int store_export(void *arg, uint64_t addr, void *buf, uint32_t len)
-{
-	struct memstore *st = arg;
-
-	if (atomic_load(&st->fail))
-		return -EIO;
-	pthread_mutex_lock(&st->lock);
-	memcpy(buf, st->data + addr, len);
-	pthread_mutex_unlock(&st->lock);
-	return 0;
-}
-
-static int store_import(void *arg, uint64_t addr, const void *buf, uint32_t len)
-{
-	struct memstore *st = arg;
-
-	if (atomic_load(&st->fail))
-		return -EIO;
-	pthread_mutex_lock(&st->lock);
-	memcpy(st->data + addr, buf, len);
-	pthread_mutex_unlock(&st->lock);
-	return 0;
-}
-
-static int store_map_read(void *arg, uint64_t off, void *buf, size_t len)
-{
-	struct memstore *st = arg;
-
-	ck_assert_uint_le(off + len, st->map_size);
-	memcpy(buf, st->map + off, len);
-	return 0;
-}
-
-static int store_map_write(void *arg, uint64_t off, const void *buf, size_t len)
-{
-	struct memstore *st = arg;
-
-	ck_assert_uint_eq(off % 4096, 0);
-	ck_assert_uint_eq(len % 4096, 0);
-	ck_assert_uint_le(off + len, st->map_size);
-	memcpy(st->map + off, buf, len);
-	return 0;
-}
-
-static const struct rmr_store_ops store_ops = {
-	.size = sizeof(struct rmr_store_ops),
-	.io = store_io,
-	.chunk_export = store_export,
-	.chunk_import = store_import,
-	.meta_load = store_meta_load,
-	.meta_save = store_meta_save,
-	.map_read = store_map_read,
-	.map_write = store_map_write,
-};
 
 struct member {
 	char addr[32];
@@ -229,7 +125,7 @@ static void member_start_rate(unsigned i, uint64_t rate)
 							     .addr = members[k].addr };
 	pp.npeers = npeers;
 	ck_assert_int_eq(rmr_server_create(&so, &members[i].srv), 0);
-	ck_assert_int_eq(rmr_server_add_pool(members[i].srv, &pp, &store_ops, &members[i].store,
+	ck_assert_int_eq(rmr_server_add_pool(members[i].srv, &pp, &memstore_ops, &members[i].store,
 					     &members[i].pool), 0);
 }
 
@@ -255,14 +151,7 @@ static void setup(void)
 	memset(&ev, 0, sizeof(ev));
 	for (unsigned i = 0; i < NMEMBERS; i++) {
 		snprintf(members[i].addr, sizeof(members[i].addr), "t%d-m%u", test_round, i + 1);
-		members[i].store.data = calloc(1, POOL_SIZE);
-		ck_assert_ptr_nonnull(members[i].store.data);
-		atomic_store(&members[i].store.fail, false);
-		pthread_mutex_init(&members[i].store.lock, NULL);
-		members[i].store.meta_len = 0;
-		members[i].store.map_size = rmr_server_map_area_size(POOL_SIZE, CHUNK);
-		members[i].store.map = calloc(1, members[i].store.map_size);
-		ck_assert_ptr_nonnull(members[i].store.map);
+		memstore_init(&members[i].store, POOL_SIZE, CHUNK);
 	}
 	for (unsigned i = 0; i < NMEMBERS; i++)
 		member_start(i);
@@ -272,8 +161,7 @@ static void teardown(void)
 {
 	for (unsigned i = 0; i < NMEMBERS; i++) {
 		member_stop(i);
-		free(members[i].store.data);
-		free(members[i].store.map);
+		memstore_destroy(&members[i].store);
 	}
 }
 

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * An in-memory store for tests that serve pools over the in-process
+ * transport: data, metadata blob and dirty-map area in memory, and a switch
+ * that makes every data request and chunk copy fail with EIO (the dirty-map
+ * area keeps working, as on a real store whose data path broke).
+ */
+#ifndef RMR_TESTS_MEMSTORE_H
+#define RMR_TESTS_MEMSTORE_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rmr/server.h>
+
+#include "unit.h"
+
+struct memstore {
+	uint8_t *data;
+	atomic_bool fail;
+	pthread_mutex_t lock;
+	uint8_t meta[256];
+	size_t meta_len;
+	uint8_t *map;                /* the dirty-map area */
+	uint64_t map_size;
+};
+
+static inline void memstore_init(struct memstore *st, uint64_t pool_size, uint32_t chunk_size)
+{
+	memset(st, 0, sizeof(*st));
+	st->data = calloc(1, pool_size);
+	st->map_size = rmr_server_map_area_size(pool_size, chunk_size);
+	st->map = calloc(1, st->map_size);
+	ck_assert(st->data && st->map);
+	pthread_mutex_init(&st->lock, NULL);
+}
+
+static inline void memstore_destroy(struct memstore *st)
+{
+	free(st->data);
+	free(st->map);
+	pthread_mutex_destroy(&st->lock);
+}
+
+static void memstore_io(void *arg, struct rmr_store_io *io)
+{
+	struct memstore *st = arg;
+
+	if (atomic_load(&st->fail)) {
+		rmr_store_io_done(io, -EIO);
+		return;
+	}
+	pthread_mutex_lock(&st->lock);
+	if (io->kind == RMR_IO_READ)
+		memcpy(io->data, st->data + io->addr, io->len);
+	else if (io->data_len)
+		memcpy(st->data + io->addr, io->data, io->len);
+	else if (io->len)
+		memset(st->data + io->addr, 0, io->len);
+	pthread_mutex_unlock(&st->lock);
+	rmr_store_io_done(io, 0);
+}
+
+static int memstore_export(void *arg, uint64_t addr, void *buf, uint32_t len)
+{
+	struct memstore *st = arg;
+
+	if (atomic_load(&st->fail))
+		return -EIO;
+	pthread_mutex_lock(&st->lock);
+	memcpy(buf, st->data + addr, len);
+	pthread_mutex_unlock(&st->lock);
+	return 0;
+}
+
+static int memstore_import(void *arg, uint64_t addr, const void *buf, uint32_t len)
+{
+	struct memstore *st = arg;
+
+	if (atomic_load(&st->fail))
+		return -EIO;
+	pthread_mutex_lock(&st->lock);
+	memcpy(st->data + addr, buf, len);
+	pthread_mutex_unlock(&st->lock);
+	return 0;
+}
+
+static int memstore_meta_load(void *arg, void *buf, size_t cap, size_t *len)
+{
+	struct memstore *st = arg;
+
+	*len = st->meta_len < cap ? st->meta_len : cap;
+	memcpy(buf, st->meta, *len);
+	return 0;
+}
+
+static int memstore_meta_save(void *arg, const void *buf, size_t len)
+{
+	struct memstore *st = arg;
+
+	if (len > sizeof(st->meta))
+		return -ENOSPC;
+	memcpy(st->meta, buf, len);
+	st->meta_len = len;
+	return 0;
+}
+
+static int memstore_map_read(void *arg, uint64_t off, void *buf, size_t len)
+{
+	struct memstore *st = arg;
+
+	expect(off + len <= st->map_size);
+	memcpy(buf, st->map + off, len);
+	return 0;
+}
+
+static int memstore_map_write(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct memstore *st = arg;
+
+	/* librmr's promise: whole aligned 4 KiB blocks, inside the area. */
+	expect(off % 4096 == 0 && len % 4096 == 0 && off + len <= st->map_size);
+	memcpy(st->map + off, buf, len);
+	return 0;
+}
+
+static const struct rmr_store_ops memstore_ops = {
+	.size = sizeof(struct rmr_store_ops),
+	.io = memstore_io,
+	.chunk_export = memstore_export,
+	.chunk_import = memstore_import,
+	.meta_load = memstore_meta_load,
+	.meta_save = memstore_meta_save,
+	.map_read = memstore_map_read,
+	.map_write = memstore_map_write,
+};
+
+#endif
