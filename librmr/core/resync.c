@@ -50,6 +50,16 @@ static struct peer *pick_peer(struct srv_pool *p, uint64_t chunk, uint64_t tried
 	return NULL;
 }
 
+/* Is some peer up that holds @chunk? (Leaves the round-robin where it is.) */
+static bool peer_holds(struct srv_pool *p, uint64_t chunk)
+{
+	unsigned rr = p->rr_peer;
+	bool found = pick_peer(p, chunk, 0) != NULL;
+
+	p->rr_peer = rr;
+	return found;
+}
+
 static void note_clean(struct srv_pool *p, uint64_t chunk)
 {
 	pool_clear_chunk(p, p->params.member_id, chunk);
@@ -319,7 +329,7 @@ static void pump(struct srv_pool *p)
 		p->resync_cursor = c + 1;
 		if (sync_index_find(&p->syncing, c))
 			continue;
-		if (!pick_peer(p, c, 0)) {
+		if (!peer_holds(p, c)) {
 			bool any_up = false;
 
 			for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)

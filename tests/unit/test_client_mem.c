@@ -459,6 +459,9 @@ START_TEST(member_loss_keeps_io_going_and_is_recorded)
 		/* Exactly the chunks it missed, once each, served by its peers. */
 		ck_assert_uint_eq(ps.resync_bytes, 16 * CHUNK);
 		ck_assert_uint_eq(p1.served_sync_bytes + p3.served_sync_bytes, 16 * CHUNK);
+		/* Round-robin over the peers that hold the chunks: both serve. */
+		ck_assert_uint_gt(p1.served_sync_bytes, 0);
+		ck_assert_uint_gt(p3.served_sync_bytes, 0);
 		ck_assert_uint_eq(ps.map_pulls, 1);
 		ck_assert_uint_eq(ps.resync_done, 16);
 		ck_assert_uint_eq(ps.resync_total, 16);
