@@ -17,6 +17,9 @@
 #include "resync.h"
 #include "server_internal.h"
 
+/* How long a pull waits for the session to its source to come up. */
+#define PULL_WAIT_NS (5000ull * 1000000ull)
+
 uint32_t map_transfer_serve(const struct srv_pool *p, void *buf, uint32_t cap, uint16_t *id,
 			    uint64_t *chunk, bool *last)
 {
@@ -195,10 +198,9 @@ void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t so
 		server_ctrl_send(sess, &sess->pull_rsp, RMR_MSG_MAP_PULL_RSP, -EBUSY, 0);
 		return;
 	}
-	if (source == p->params.member_id || !(p->params.members_mask & (1ull << source)))
+	if (source == p->params.member_id || !(p->params.members_mask & (1ull << source)) ||
+	    !p->peers[source])
 		ret = -EINVAL;
-	else if (!peer_is_up(p->peers[source]))
-		ret = -ENOTCONN;
 	else
 		ret = store_probe(p);
 	for (unsigned id = 1; ret == 0 && id <= RMR_MAX_MEMBER_ID; id++) {
@@ -214,13 +216,32 @@ void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t so
 	p->pull_source = source;
 	p->pull_map_ver = map_ver;
 	p->pull_running = true;
-	if (ret == 0)
-		ret = get_next(p, 1, 0);
+	p->pull_started = false;
+	/* A member that just started may not have its session to the source yet. */
+	p->pull_wait_until = loop_now(p->srv->loop) + PULL_WAIT_NS;
 	if (ret < 0)
 		pull_answer(p, ret);
 	else
-		log_info("pool=%s member=%u: taking the dirty maps from member %u", p->name,
-			 p->params.member_id, source);
+		map_transfer_tick(p, loop_now(p->srv->loop));
+}
+
+void map_transfer_tick(struct srv_pool *p, uint64_t now)
+{
+	int ret;
+
+	if (!p->pull_running || p->pull_started)
+		return;
+	if (!peer_is_up(p->peers[p->pull_source])) {
+		if (now > p->pull_wait_until)
+			pull_answer(p, -ENOTCONN);
+		return;
+	}
+	p->pull_started = true;
+	log_info("pool=%s member=%u: taking the dirty maps from member %u", p->name,
+		 p->params.member_id, p->pull_source);
+	ret = get_next(p, 1, 0);
+	if (ret < 0)
+		pull_answer(p, ret);
 }
 
 void map_transfer_forget(struct srv_pool *p, struct srv_session *sess)

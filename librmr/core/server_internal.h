@@ -132,6 +132,8 @@ uint32_t map_transfer_serve(const struct srv_pool *p, void *buf, uint32_t cap, u
  */
 void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t source,
 		       uint64_t map_ver);
+/* Periodic: a pull waiting for its source's session starts or gives up. */
+void map_transfer_tick(struct srv_pool *p, uint64_t now);
 /* @sess is going away: a pull it asked for is answered to no one. */
 void map_transfer_forget(struct srv_pool *p, struct srv_session *sess);
 

@@ -75,7 +75,9 @@ struct srv_pool {
 
 	/* map pull requested by a client (map_transfer.c) */
 	struct srv_session *pull_sess; /* who asked; NULL once it went away */
-	bool pull_running;           /* a MAP_GET is in flight */
+	bool pull_running;           /* a pull was asked for and not answered yet */
+	bool pull_started;           /* its MAP_GETs are under way */
+	uint64_t pull_wait_until;    /* ns: give up waiting for the source's session */
 	uint16_t pull_source;
 	uint64_t pull_map_ver;       /* the client's map version in the MAP_PULL */
 	struct dirty_map *pull_maps[RMR_MAX_MEMBER_ID + 1];
