@@ -232,3 +232,20 @@ check_healed() {
 	((copied <= max)) || fail "member $id copied $copied bytes, more than $dirty dirty chunks"
 	log "member $id copied $copied bytes for $dirty dirty chunks (at most $max); the client none"
 }
+
+# ctl SOCKET LINE: send one line to a control socket, print the answer.
+ctl() {
+	timeout 10 "$PY" -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode() + b"\n")
+out = b""
+while True:
+    b = s.recv(4096)
+    if not b:
+        break
+    out += b
+sys.stdout.write(out.decode())
+' "$@"
+}

@@ -64,24 +64,6 @@ assert d["data_offset"] >= d["map_offset"] + d["map_size"], "data overlaps the m
 grep -qx "map_offset [0-9]*" "$WORK/inspect.txt" || fail "no map_offset in brmrctl inspect"
 grep -qx "map_size 65536" "$WORK/inspect.txt" || fail "no map_size 65536 in brmrctl inspect"
 
-# ctl SOCKET LINE: send one line to a control socket, print the answer.
-ctl() {
-	timeout 10 "$PY" -c '
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.connect(sys.argv[1])
-s.sendall(sys.argv[2].encode() + b"\n")
-out = b""
-while True:
-    b = s.recv(4096)
-    if not b:
-        break
-    out += b
-sys.stdout.write(out.decode())
-' "$@"
-}
-
-
 # expect_error DESC CMD...: non-zero exit (not a crash, not a timeout) and
 # a one-line error on stderr (a second line may only point at --help).
 expect_error() {
