@@ -188,6 +188,144 @@ START_TEST(hello_rsp_checks_identity)
 END_TEST
 
 /* Random bytes never crash the decoder and are (almost always) refused. */
+/* Encode @m (header only; the payload already sits behind it in buf) and decode. */
+static int round_trip(struct rmr_msg *m, struct rmr_msg *d, char *why, size_t whylen)
+{
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, m);
+	return rmr_wire_decode(buf, sizeof(struct rmr_wire_hdr) + m->payload_len, d, why, whylen);
+}
+
+/* @m must be refused, with a reason. */
+static void refused(struct rmr_msg m, const char *what)
+{
+	struct rmr_msg d;
+	char why[160] = "";
+
+	ck_assert_msg(round_trip(&m, &d, why, sizeof(why)) == -EBADMSG, "%s was accepted", what);
+	ck_assert_msg(why[0], "%s refused without a reason", what);
+}
+
+START_TEST(recovery_messages_round_trip)
+{
+	static const unsigned types[] = {
+		RMR_MSG_MAP_PULL, RMR_MSG_MAP_PULL_RSP, RMR_MSG_MAP_GET, RMR_MSG_MAP_GET_RSP,
+		RMR_MSG_SYNC_READ, RMR_MSG_SYNC_READ_RSP, RMR_MSG_MAP_CLEAR, RMR_MSG_MAP_CLEAR_RSP,
+	};
+
+	for (unsigned i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		struct rmr_msg m = sample(types[i], 0), d;
+		char why[160];
+
+		m.op = 2;
+		m.op_flags = types[i] == RMR_MSG_MAP_GET_RSP ? RMR_MAP_GET_LAST : 0;
+		m.len = types[i] == RMR_MSG_MAP_CLEAR ? 1u << 29 : 4096; /* a whole big pool */
+		if (types[i] == RMR_MSG_SYNC_READ_RSP)
+			m.payload_len = 4096;
+		ck_assert_msg(round_trip(&m, &d, why, sizeof(why)) == 0, "%s: %s",
+			      rmr_msg_type_name(types[i]), why);
+		ck_assert_uint_eq(d.type, types[i]);
+		ck_assert_uint_eq(d.op, 2);
+		ck_assert_uint_eq(d.len, m.len);
+		ck_assert_uint_eq(d.map_ver, m.map_ver);
+		ck_assert_str_ne(rmr_msg_type_name(types[i]), "UNKNOWN");
+	}
+}
+END_TEST
+
+START_TEST(recovery_messages_refuse_bad_fields)
+{
+	struct rmr_msg m;
+
+	m = sample(RMR_MSG_MAP_PULL, 0);
+	m.op = 0;
+	refused(m, "MAP_PULL from member 0");
+	m.op = RMR_MAX_MEMBER_ID + 1;
+	refused(m, "MAP_PULL from member 64");
+	m = sample(RMR_MSG_MAP_PULL, 16);
+	refused(m, "MAP_PULL with a payload");
+	m = sample(RMR_MSG_MAP_PULL, 0);
+	m.missed = 1u << 2;
+	refused(m, "MAP_PULL with a missed mask");
+	m = sample(RMR_MSG_MAP_PULL, 0);
+	m.status = -EIO;
+	refused(m, "MAP_PULL with a status");
+	m = sample(RMR_MSG_MAP_GET, 16);
+	refused(m, "MAP_GET with a payload");
+	m = sample(RMR_MSG_MAP_CLEAR, 16);
+	refused(m, "MAP_CLEAR with a payload");
+	m = sample(RMR_MSG_MAP_CLEAR_RSP, 0);
+	m.status = 5;
+	refused(m, "MAP_CLEAR_RSP with a positive status");
+	m = sample(RMR_MSG_MAP_GET_RSP, 24);
+	refused(m, "MAP_GET_RSP with 1.5 ranges");
+	m = sample(RMR_MSG_MAP_GET_RSP, 16);
+	m.status = -EIO;
+	refused(m, "MAP_GET_RSP error with ranges");
+	m = sample(RMR_MSG_MAP_GET_RSP, 0);
+	m.op_flags = 2;
+	refused(m, "MAP_GET_RSP with an unknown flag");
+	m = sample(RMR_MSG_SYNC_READ, 4096);
+	refused(m, "SYNC_READ with a payload");
+	m = sample(RMR_MSG_SYNC_READ, 0);
+	m.len = 0;
+	refused(m, "SYNC_READ of nothing");
+	m = sample(RMR_MSG_SYNC_READ, 0);
+	m.len = RMR_WIRE_MAX_PAYLOAD + 1;
+	refused(m, "SYNC_READ above the largest payload");
+	m = sample(RMR_MSG_SYNC_READ_RSP, 4096);
+	m.len = 8192;
+	refused(m, "SYNC_READ_RSP shorter than asked");
+	m = sample(RMR_MSG_SYNC_READ_RSP, 4096);
+	m.status = -EAGAIN;
+	refused(m, "SYNC_READ_RSP error with data");
+}
+END_TEST
+
+START_TEST(map_ranges_round_trip_and_checks)
+{
+	struct rmr_wire_map_range *w = (struct rmr_wire_map_range *)(buf + sizeof(struct rmr_wire_hdr));
+	struct rmr_map_range in[3] = {
+		{ .member_id = 1, .count = 1, .first = 0 },
+		{ .member_id = 63, .count = UINT32_MAX, .first = 1ull << 40 },
+		{ .member_id = 7, .count = 3, .first = 12 },
+	}, out;
+	struct rmr_msg m = sample(RMR_MSG_MAP_GET_RSP, sizeof(in) / sizeof(in[0]) * 16), d;
+	char why[160];
+
+	for (unsigned i = 0; i < 3; i++)
+		rmr_wire_encode_map_range(&w[i], &in[i]);
+	m.op_flags = 0;
+	ck_assert_int_eq(round_trip(&m, &d, why, sizeof(why)), 0);
+	for (unsigned i = 0; i < 3; i++) {
+		ck_assert_int_eq(rmr_wire_decode_map_range(&d, i, &out, why, sizeof(why)), 0);
+		ck_assert_uint_eq(out.member_id, in[i].member_id);
+		ck_assert_uint_eq(out.count, in[i].count);
+		ck_assert_uint_eq(out.first, in[i].first);
+	}
+	/* Beyond the payload, or in another message type. */
+	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 3, &out, why, sizeof(why)), -EBADMSG);
+	d.type = RMR_MSG_READ_RSP;
+	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 0, &out, why, sizeof(why)), -EBADMSG);
+	d.type = RMR_MSG_MAP_GET_RSP;
+	/* Each bad field of an entry. */
+	w[0].member_id = cpu_to_le16(0);
+	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 0, &out, why, sizeof(why)), -EBADMSG);
+	w[0].member_id = cpu_to_le16(RMR_MAX_MEMBER_ID + 1);
+	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 0, &out, why, sizeof(why)), -EBADMSG);
+	w[0].member_id = cpu_to_le16(1);
+	w[0].reserved = cpu_to_le16(1);
+	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 0, &out, why, sizeof(why)), -EBADMSG);
+	w[0].reserved = cpu_to_le16(0);
+	w[0].count = cpu_to_le32(0);
+	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 0, &out, why, sizeof(why)), -EBADMSG);
+	w[0].count = cpu_to_le32(2);
+	w[0].first = cpu_to_le64(UINT64_MAX);
+	why[0] = '\0';
+	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 0, &out, why, sizeof(why)), -EBADMSG);
+	ck_assert(why[0]);
+}
+END_TEST
+
 START_TEST(random_bytes_never_crash)
 {
 	struct rmr_msg d;
@@ -225,6 +363,9 @@ int main(void)
 	tcase_add_test(tc, other_version_is_not_supported);
 	tcase_add_test(tc, hello_round_trip_and_checks);
 	tcase_add_test(tc, hello_rsp_checks_identity);
+	tcase_add_test(tc, recovery_messages_round_trip);
+	tcase_add_test(tc, recovery_messages_refuse_bad_fields);
+	tcase_add_test(tc, map_ranges_round_trip_and_checks);
 	tcase_add_test(tc, random_bytes_never_crash);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
