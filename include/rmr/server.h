@@ -240,8 +240,8 @@ struct rmr_server_pool_status {
 	uint64_t map_writes;          /**< dirty-map blocks written */
 	uint32_t sync_queue_depth;    /**< resync pieces allowed in flight */
 	uint64_t resync_rate_limit;   /**< bytes per second, 0 = unlimited */
-	bool resync_running;          /**< own dirty chunks are being copied in */
-	bool resync_waiting;          /**< own chunks dirty, but no peer can provide them now */
+	bool resync_running;          /**< own dirty chunks are being copied in (or wait for the rate limit) */
+	bool resync_waiting;          /**< own chunks dirty, but not copied now: no peer up, or the maps not taken yet */
 	uint64_t resync_total;        /**< chunks dirty for this member since it last was clean */
 	uint64_t resync_done;         /**< of those, chunks copied in (or overwritten whole) */
 	uint64_t resync_bytes;        /**< bytes copied in from peers, lifetime */

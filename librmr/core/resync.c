@@ -50,6 +50,14 @@ static struct peer *pick_peer(struct srv_pool *p, uint64_t chunk, uint64_t tried
 	return NULL;
 }
 
+static bool any_peer_up(const struct srv_pool *p)
+{
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+		if (peer_is_up(p->peers[id]))
+			return true;
+	return false;
+}
+
 /* Is some peer up that holds @chunk? (Leaves the round-robin where it is.) */
 static bool peer_holds(struct srv_pool *p, uint64_t chunk)
 {
@@ -330,11 +338,7 @@ static void pump(struct srv_pool *p)
 		if (sync_index_find(&p->syncing, c))
 			continue;
 		if (!peer_holds(p, c)) {
-			bool any_up = false;
-
-			for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
-				any_up |= peer_is_up(p->peers[id]);
-			if (!any_up)
+			if (!any_peer_up(p))
 				break;
 			continue; /* every peer that is up misses it too */
 		}
@@ -518,8 +522,9 @@ void resync_status(const struct srv_pool *p, struct rmr_server_pool_status *ps)
 
 	ps->sync_queue_depth = p->params.sync_queue_depth;
 	ps->resync_rate_limit = p->params.resync_rate;
-	ps->resync_running = p->copies > 0;
-	ps->resync_waiting = left > 0 && p->copies == 0;
+	/* Running: it copies, or would but for the rate limit. */
+	ps->resync_running = p->copies > 0 || (left > 0 && p->maps_current && any_peer_up(p));
+	ps->resync_waiting = left > 0 && !ps->resync_running;
 	ps->resync_done = p->resync_done;
 	ps->resync_total = p->resync_done + left;
 	ps->resync_bytes = p->resync_bytes;
