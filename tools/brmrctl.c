@@ -12,6 +12,7 @@
  */
 #include <rmr/brmr.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -24,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define EXIT_USAGE 2
@@ -309,12 +311,15 @@ static int cmd_create(int argc, char **argv)
 static void status_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: brmrctl status --socket PATH [--json]\n"
+		"usage: brmrctl status --socket PATH [--json] [--watch [SECONDS]]\n"
 		"\n"
 		"Print the status of a brmr-server or nbd-brmr through its control socket.\n"
 		"\n"
-		"  --socket PATH  the --control socket of the daemon\n"
-		"  --json         one JSON object instead of a table\n");
+		"  --socket PATH      the --control socket of the daemon\n"
+		"  --json             one JSON object instead of a table\n"
+		"  --watch [SECONDS]  print it again every SECONDS (default 1, 0.1..3600)\n"
+		"                     until interrupted, the screen cleared in between\n"
+		"                     when stdout is a terminal\n");
 }
 
 /*
@@ -377,16 +382,19 @@ static int control_request(const char *path, const char *cmd)
 
 static int cmd_status(int argc, char **argv)
 {
-	enum { O_SOCKET = 256, O_JSON, O_HELP };
+	enum { O_SOCKET = 256, O_JSON, O_WATCH, O_HELP };
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "json", no_argument, NULL, O_JSON },
+		{ "watch", optional_argument, NULL, O_WATCH },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *path = NULL;
 	bool json = false;
-	int c;
+	double watch = 0;
+	char *end;
+	int c, ret;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -395,6 +403,20 @@ static int cmd_status(int argc, char **argv)
 			break;
 		case O_JSON:
 			json = true;
+			break;
+		case O_WATCH:
+			watch = 1;
+			/* "--watch 2" as well as "--watch=2": an optional argument may follow. */
+			if (!optarg && optind < argc && (isdigit((unsigned char)argv[optind][0]) ||
+							 argv[optind][0] == '.'))
+				optarg = argv[optind++];
+			if (optarg) {
+				errno = 0;
+				watch = strtod(optarg, &end);
+				if (errno || *end || end == optarg || !(watch >= 0.1 && watch <= 3600))
+					return die(EXIT_USAGE, "--watch: '%s' is not 0.1..3600 seconds",
+						   optarg);
+			}
 			break;
 		case O_HELP:
 			status_usage(stdout);
@@ -407,7 +429,21 @@ static int cmd_status(int argc, char **argv)
 		return die(EXIT_USAGE, "unexpected argument '%s'", argv[optind]);
 	if (!path)
 		return die(EXIT_USAGE, "--socket is required");
-	return control_request(path, json ? "status json\n" : "status text\n");
+	if (!watch)
+		return control_request(path, json ? "status json\n" : "status text\n");
+	for (;;) {
+		struct timespec ts = { .tv_sec = (time_t)watch,
+				       .tv_nsec = (long)((watch - (double)(time_t)watch) * 1e9) };
+
+		if (isatty(STDOUT_FILENO))
+			fputs("\033[H\033[2J", stdout); /* home, clear */
+		ret = control_request(path, json ? "status json\n" : "status text\n");
+		if (ret)
+			return ret;
+		fflush(stdout);
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
 }
 
 /* --- maintenance --------------------------------------------------------------- */
