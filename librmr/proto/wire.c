@@ -336,7 +336,7 @@ int rmr_wire_decode_map_range(const struct rmr_msg *m, size_t i, struct rmr_map_
 {
 	struct rmr_wire_map_range w;
 
-	if (m->type != RMR_MSG_MAP_GET_RSP || (i + 1) * sizeof(w) > m->payload_len)
+	if (m->type != RMR_MSG_MAP_GET_RSP || i >= m->payload_len / sizeof(w))
 		return reject(why, whylen, "no map range %zu in this message", i);
 	memcpy(&w, (const char *)m->payload + i * sizeof(w), sizeof(w));
 	r->member_id = le16_to_cpu(w.member_id);

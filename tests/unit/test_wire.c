@@ -187,7 +187,8 @@ START_TEST(hello_rsp_checks_identity)
 }
 END_TEST
 
-/* Random bytes never crash the decoder and are (almost always) refused. */
+/* --- recovery messages (11..18) and map ranges ----------------------------- */
+
 /* Encode @m (header only; the payload already sits behind it in buf) and decode. */
 static int round_trip(struct rmr_msg *m, struct rmr_msg *d, char *why, size_t whylen)
 {
@@ -195,105 +196,360 @@ static int round_trip(struct rmr_msg *m, struct rmr_msg *d, char *why, size_t wh
 	return rmr_wire_decode(buf, sizeof(struct rmr_wire_hdr) + m->payload_len, d, why, whylen);
 }
 
-/* @m must be refused, with a reason. */
-static void refused(struct rmr_msg m, const char *what)
+/* @m must be accepted. */
+static void accepted(struct rmr_msg m, const char *what)
 {
 	struct rmr_msg d;
 	char why[160] = "";
 
-	ck_assert_msg(round_trip(&m, &d, why, sizeof(why)) == -EBADMSG, "%s was accepted", what);
-	ck_assert_msg(why[0], "%s refused without a reason", what);
+	ck_assert_msg(round_trip(&m, &d, why, sizeof(why)) == 0, "%s was refused: %s", what, why);
 }
+
+/*
+ * @m, encoded and then changed by @poke (if any), must be refused with a
+ * reason that names the message type.
+ */
+static void refused_poked(struct rmr_msg m, void (*poke)(struct rmr_wire_hdr *h),
+			  const char *what)
+{
+	struct rmr_msg d;
+	char why[160] = "";
+	int ret;
+
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+	if (poke)
+		poke((struct rmr_wire_hdr *)buf);
+	ret = rmr_wire_decode(buf, sizeof(struct rmr_wire_hdr) + m.payload_len, &d, why,
+			      sizeof(why));
+	ck_assert_msg(ret == -EBADMSG, "%s: %s was accepted (%d)", rmr_msg_type_name(m.type), what,
+		      ret);
+	ck_assert_msg(why[0], "%s: %s refused without a reason", rmr_msg_type_name(m.type), what);
+	ck_assert_msg(strstr(why, rmr_msg_type_name(m.type)), "%s: %s: reason '%s' names no type",
+		      rmr_msg_type_name(m.type), what, why);
+}
+
+/* @m must be refused, with a reason. */
+static void refused(struct rmr_msg m, const char *what)
+{
+	refused_poked(m, NULL, what);
+}
+
+static void poke_reserved(struct rmr_wire_hdr *h)
+{
+	h->reserved = cpu_to_le32(1u << 31);
+}
+
+static void poke_payload_len(struct rmr_wire_hdr *h)
+{
+	h->payload_len = cpu_to_le32(le32_to_cpu(h->payload_len) + 16);
+}
+
+/* A valid message of each recovery type, as the core sends it. */
+struct recovery_case {
+	unsigned type;
+	bool request;
+	uint16_t op;
+	uint32_t op_flags;
+	uint64_t addr;
+	uint32_t len, payload_len;
+};
+
+static const struct recovery_case recovery_cases[] = {
+	/* client -> member: take the maps from member 2 */
+	{ RMR_MSG_MAP_PULL, true, 2, 0, 0, 0, 0 },
+	{ RMR_MSG_MAP_PULL_RSP, false, 0, 0, 0, 0, 0 },
+	/* cursor: member 3, chunk 12345 */
+	{ RMR_MSG_MAP_GET, true, 3, 0, 12345, 0, 0 },
+	/* two ranges; the next cursor is member 5, chunk 99 */
+	{ RMR_MSG_MAP_GET_RSP, false, 5, 0, 99, 0, 2 * sizeof(struct rmr_wire_map_range) },
+	/* 4 KiB of the chunk at byte 5 << 32 */
+	{ RMR_MSG_SYNC_READ, true, 0, 0, 5ull << 32, 4096, 0 },
+	{ RMR_MSG_SYNC_READ_RSP, false, 0, 0, 5ull << 32, 4096, 4096 },
+	/* chunks 7 .. 7 + 2^29: far more than 4 MiB, yet legal */
+	{ RMR_MSG_MAP_CLEAR, true, 0, 0, 7, 1u << 29, 0 },
+	{ RMR_MSG_MAP_CLEAR_RSP, false, 0, 0, 7, 1u << 29, 0 },
+};
+#define NCASES (sizeof(recovery_cases) / sizeof(recovery_cases[0]))
+
+static struct rmr_msg recovery_msg(const struct recovery_case *c)
+{
+	struct rmr_msg m = sample(c->type, c->payload_len);
+
+	m.sender_id = c->type == RMR_MSG_MAP_PULL ? 0 : 3; /* a client has no member id */
+	m.op = c->op;
+	m.op_flags = c->op_flags;
+	m.addr = c->addr;
+	m.len = c->len;
+	return m;
+}
+
+START_TEST(recovery_message_names)
+{
+	ck_assert_str_eq(rmr_msg_type_name(11), "MAP_PULL");
+	ck_assert_str_eq(rmr_msg_type_name(12), "MAP_PULL_RSP");
+	ck_assert_str_eq(rmr_msg_type_name(13), "MAP_GET");
+	ck_assert_str_eq(rmr_msg_type_name(14), "MAP_GET_RSP");
+	ck_assert_str_eq(rmr_msg_type_name(15), "SYNC_READ");
+	ck_assert_str_eq(rmr_msg_type_name(16), "SYNC_READ_RSP");
+	ck_assert_str_eq(rmr_msg_type_name(17), "MAP_CLEAR");
+	ck_assert_str_eq(rmr_msg_type_name(18), "MAP_CLEAR_RSP");
+	ck_assert_str_eq(rmr_msg_type_name(19), "UNKNOWN");
+}
+END_TEST
 
 START_TEST(recovery_messages_round_trip)
 {
-	static const unsigned types[] = {
-		RMR_MSG_MAP_PULL, RMR_MSG_MAP_PULL_RSP, RMR_MSG_MAP_GET, RMR_MSG_MAP_GET_RSP,
-		RMR_MSG_SYNC_READ, RMR_MSG_SYNC_READ_RSP, RMR_MSG_MAP_CLEAR, RMR_MSG_MAP_CLEAR_RSP,
-	};
+	uint8_t *payload = buf + sizeof(struct rmr_wire_hdr);
 
-	for (unsigned i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
-		struct rmr_msg m = sample(types[i], 0), d;
-		char why[160];
+	for (unsigned i = 0; i < NCASES; i++) {
+		const struct recovery_case *c = &recovery_cases[i];
+		struct rmr_msg m = recovery_msg(c), d;
+		const char *name = rmr_msg_type_name(c->type);
+		char why[160] = "";
 
-		m.op = 2;
-		m.op_flags = types[i] == RMR_MSG_MAP_GET_RSP ? RMR_MAP_GET_LAST : 0;
-		m.len = types[i] == RMR_MSG_MAP_CLEAR ? 1u << 29 : 4096; /* a whole big pool */
-		if (types[i] == RMR_MSG_SYNC_READ_RSP)
-			m.payload_len = 4096;
-		ck_assert_msg(round_trip(&m, &d, why, sizeof(why)) == 0, "%s: %s",
-			      rmr_msg_type_name(types[i]), why);
-		ck_assert_uint_eq(d.type, types[i]);
-		ck_assert_uint_eq(d.op, 2);
-		ck_assert_uint_eq(d.len, m.len);
+		for (uint32_t k = 0; k < c->payload_len; k++)
+			payload[k] = (uint8_t)(k * 7 + i);
+		ck_assert_msg(round_trip(&m, &d, why, sizeof(why)) == 0, "%s: %s", name, why);
+		ck_assert_uint_eq(d.type, c->type);
+		ck_assert_mem_eq(d.pool_uuid.b, m.pool_uuid.b, 16);
+		ck_assert_uint_eq(d.sender_id, m.sender_id);
+		ck_assert_uint_eq(d.op, c->op);
+		ck_assert_uint_eq(d.op_flags, c->op_flags);
+		ck_assert_uint_eq(d.slot, 17);
+		ck_assert_uint_eq(d.seq, 99);
 		ck_assert_uint_eq(d.map_ver, m.map_ver);
-		ck_assert_str_ne(rmr_msg_type_name(types[i]), "UNKNOWN");
+		ck_assert_uint_eq(d.addr, c->addr);
+		ck_assert_uint_eq(d.len, c->len);
+		ck_assert_uint_eq(d.payload_len, c->payload_len);
+		ck_assert_uint_eq(d.missed, 0);
+		ck_assert_int_eq(d.status, 0);
+		ck_assert_ptr_eq(d.payload, payload);
+		for (uint32_t k = 0; k < c->payload_len; k++)
+			ck_assert_uint_eq(((const uint8_t *)d.payload)[k], (uint8_t)(k * 7 + i));
+		/* An answer without a payload carries any errno. */
+		if (!c->request && c->type != RMR_MSG_SYNC_READ_RSP && c->type != RMR_MSG_MAP_GET_RSP) {
+			m.status = -4095;
+			ck_assert_msg(round_trip(&m, &d, why, sizeof(why)) == 0, "%s: %s", name, why);
+			ck_assert_int_eq(d.status, -4095);
+		}
 	}
 }
 END_TEST
 
+/* What else the decoder lets through: limits, errors, last pages. */
+START_TEST(recovery_messages_edge_cases_accepted)
+{
+	struct rmr_msg m;
+
+	m = recovery_msg(&recovery_cases[0]);
+	m.op = 1;
+	accepted(m, "MAP_PULL from member 1");
+	m.op = RMR_MAX_MEMBER_ID;
+	accepted(m, "MAP_PULL from member 63");
+	m = recovery_msg(&recovery_cases[1]);
+	m.status = -ENOTCONN;
+	m.map_ver = 0;
+	accepted(m, "MAP_PULL_RSP refusal without a session to the source");
+	m = recovery_msg(&recovery_cases[2]);
+	m.op = 0;
+	m.addr = 0;
+	accepted(m, "MAP_GET from the start (member 0 means 1)");
+	m = recovery_msg(&recovery_cases[3]);
+	m.op_flags = RMR_MAP_GET_LAST;
+	accepted(m, "MAP_GET_RSP last page with ranges");
+	m.payload_len = 0;
+	accepted(m, "MAP_GET_RSP last page, no ranges (no member misses anything)");
+	m.op_flags = 0;
+	m.status = -ETIMEDOUT;
+	accepted(m, "MAP_GET_RSP error without ranges");
+	m = recovery_msg(&recovery_cases[4]);
+	m.len = RMR_WIRE_MAX_PAYLOAD;
+	accepted(m, "SYNC_READ of the largest payload");
+	m = recovery_msg(&recovery_cases[5]);
+	m.payload_len = 0;
+	m.status = -EAGAIN;
+	accepted(m, "SYNC_READ_RSP -EAGAIN without data");
+	m = recovery_msg(&recovery_cases[6]);
+	m.addr = 0;
+	m.len = UINT32_MAX;
+	accepted(m, "MAP_CLEAR of 2^32-1 chunks (the pool check is the core's)");
+	m = recovery_msg(&recovery_cases[7]);
+	m.status = -EIO;
+	accepted(m, "MAP_CLEAR_RSP error echoing a long range");
+}
+END_TEST
+
+/* The header rules every message obeys, applied to each recovery type. */
+START_TEST(recovery_messages_refuse_bad_headers)
+{
+	for (unsigned i = 0; i < NCASES; i++) {
+		const struct recovery_case *c = &recovery_cases[i];
+		struct rmr_msg m;
+
+		m = recovery_msg(c);
+		m.missed = 1ull << 2;
+		refused(m, "a missed-member mask");
+		m.missed = 1ull << 63;
+		refused(m, "a missed-member mask naming member 63");
+		m.missed = 1;
+		refused(m, "a missed-member mask naming id 0");
+		m = recovery_msg(c);
+		m.sender_id = RMR_MAX_MEMBER_ID + 1;
+		refused(m, "sender id 64");
+		refused_poked(recovery_msg(c), poke_reserved, "a reserved field");
+		refused_poked(recovery_msg(c), poke_payload_len, "payload_len beyond the message");
+		m = recovery_msg(c);
+		m.addr = UINT64_MAX - m.len / 2;
+		m.len = m.len ? m.len : 1;
+		refused(m, "a range that wraps");
+		if (c->type != RMR_MSG_MAP_CLEAR && c->type != RMR_MSG_MAP_CLEAR_RSP) {
+			m = recovery_msg(c);
+			m.len = RMR_WIRE_MAX_PAYLOAD + 1;
+			m.payload_len = 0;
+			refused(m, "a length above the largest payload");
+		}
+		m = recovery_msg(c);
+		if (c->request) {
+			m.status = -EIO;
+			refused(m, "a status in a request");
+			m.status = 1;
+			refused(m, "a positive status in a request");
+		} else {
+			m.payload_len = 0;
+			m.status = 1;
+			refused(m, "a positive status");
+			m.status = -4096;
+			refused(m, "a status that is not an errno");
+			m.status = INT32_MIN;
+			refused(m, "status INT32_MIN");
+		}
+	}
+}
+END_TEST
+
+/* The rules of each recovery type. */
 START_TEST(recovery_messages_refuse_bad_fields)
 {
 	struct rmr_msg m;
 
-	m = sample(RMR_MSG_MAP_PULL, 0);
+	/* MAP_PULL: source member 1..63, no payload. */
+	m = recovery_msg(&recovery_cases[0]);
 	m.op = 0;
-	refused(m, "MAP_PULL from member 0");
+	refused(m, "source member 0");
 	m.op = RMR_MAX_MEMBER_ID + 1;
-	refused(m, "MAP_PULL from member 64");
-	m = sample(RMR_MSG_MAP_PULL, 16);
-	refused(m, "MAP_PULL with a payload");
-	m = sample(RMR_MSG_MAP_PULL, 0);
-	m.missed = 1u << 2;
-	refused(m, "MAP_PULL with a missed mask");
-	m = sample(RMR_MSG_MAP_PULL, 0);
+	refused(m, "source member 64");
+	m.op = UINT16_MAX;
+	refused(m, "source member 65535");
+	m = recovery_msg(&recovery_cases[0]);
+	m.payload_len = 16;
+	refused(m, "a payload");
+	m.payload_len = 1;
+	refused(m, "a 1-byte payload");
+
+	/* MAP_PULL_RSP, MAP_GET, MAP_CLEAR, MAP_CLEAR_RSP: no payload. */
+	for (unsigned i = 0; i < NCASES; i++) {
+		const struct recovery_case *c = &recovery_cases[i];
+
+		if (c->type != RMR_MSG_MAP_PULL_RSP && c->type != RMR_MSG_MAP_GET &&
+		    c->type != RMR_MSG_MAP_CLEAR && c->type != RMR_MSG_MAP_CLEAR_RSP)
+			continue;
+		m = recovery_msg(c);
+		m.payload_len = 16;
+		refused(m, "a payload");
+		m.payload_len = 4096;
+		refused(m, "a 4 KiB payload");
+	}
+	m = recovery_msg(&recovery_cases[1]);
 	m.status = -EIO;
-	refused(m, "MAP_PULL with a status");
-	m = sample(RMR_MSG_MAP_GET, 16);
-	refused(m, "MAP_GET with a payload");
-	m = sample(RMR_MSG_MAP_CLEAR, 16);
-	refused(m, "MAP_CLEAR with a payload");
-	m = sample(RMR_MSG_MAP_CLEAR_RSP, 0);
-	m.status = 5;
-	refused(m, "MAP_CLEAR_RSP with a positive status");
-	m = sample(RMR_MSG_MAP_GET_RSP, 24);
-	refused(m, "MAP_GET_RSP with 1.5 ranges");
-	m = sample(RMR_MSG_MAP_GET_RSP, 16);
+	m.payload_len = 8;
+	refused(m, "a refusal with a payload");
+
+	/* MAP_GET_RSP: whole 16-byte ranges, none with an error, only the LAST flag. */
+	m = recovery_msg(&recovery_cases[3]);
+	m.payload_len = 8;
+	refused(m, "half a range");
+	m.payload_len = 17;
+	refused(m, "a range and a byte");
+	m.payload_len = 24;
+	refused(m, "1.5 ranges");
+	m = recovery_msg(&recovery_cases[3]);
 	m.status = -EIO;
-	refused(m, "MAP_GET_RSP error with ranges");
-	m = sample(RMR_MSG_MAP_GET_RSP, 0);
+	refused(m, "an error with ranges");
+	m.op_flags = RMR_MAP_GET_LAST;
+	refused(m, "an error with ranges on the last page");
+	m = recovery_msg(&recovery_cases[3]);
 	m.op_flags = 2;
-	refused(m, "MAP_GET_RSP with an unknown flag");
-	m = sample(RMR_MSG_SYNC_READ, 4096);
-	refused(m, "SYNC_READ with a payload");
-	m = sample(RMR_MSG_SYNC_READ, 0);
+	refused(m, "unknown flag 2");
+	m.op_flags = RMR_MAP_GET_LAST | 2;
+	refused(m, "LAST with an unknown flag");
+	m.op_flags = 1u << 31;
+	refused(m, "unknown flag bit 31");
+
+	/* SYNC_READ: no payload, a length > 0. */
+	m = recovery_msg(&recovery_cases[4]);
+	m.payload_len = 4096;
+	refused(m, "a payload");
+	m = recovery_msg(&recovery_cases[4]);
 	m.len = 0;
-	refused(m, "SYNC_READ of nothing");
-	m = sample(RMR_MSG_SYNC_READ, 0);
-	m.len = RMR_WIRE_MAX_PAYLOAD + 1;
-	refused(m, "SYNC_READ above the largest payload");
-	m = sample(RMR_MSG_SYNC_READ_RSP, 4096);
+	refused(m, "zero length");
+	m.addr = 0;
+	refused(m, "zero length at byte 0");
+
+	/* SYNC_READ_RSP: exactly len bytes on success, none on an error. */
+	m = recovery_msg(&recovery_cases[5]);
 	m.len = 8192;
-	refused(m, "SYNC_READ_RSP shorter than asked");
-	m = sample(RMR_MSG_SYNC_READ_RSP, 4096);
+	refused(m, "fewer bytes than asked");
+	m.len = 2048;
+	refused(m, "more bytes than asked");
+	m = recovery_msg(&recovery_cases[5]);
+	m.payload_len = 0;
+	refused(m, "success without data");
+	m = recovery_msg(&recovery_cases[5]);
 	m.status = -EAGAIN;
-	refused(m, "SYNC_READ_RSP error with data");
+	refused(m, "-EAGAIN with data");
+	m.status = -EIO;
+	refused(m, "-EIO with data");
+
+	/* MAP_CLEAR: a chunk range that does not wrap. */
+	m = recovery_msg(&recovery_cases[6]);
+	m.addr = UINT64_MAX;
+	m.len = 1;
+	refused(m, "a chunk range that wraps");
 }
 END_TEST
+
+/* Entry @i of @d must be refused, with a reason. */
+static void range_refused(const struct rmr_msg *d, size_t i, const char *what)
+{
+	struct rmr_map_range r;
+	char why[160] = "";
+
+	ck_assert_msg(rmr_wire_decode_map_range(d, i, &r, why, sizeof(why)) == -EBADMSG,
+		      "map range with %s was accepted", what);
+	ck_assert_msg(why[0], "map range with %s refused without a reason", what);
+}
 
 START_TEST(map_ranges_round_trip_and_checks)
 {
 	struct rmr_wire_map_range *w = (struct rmr_wire_map_range *)(buf + sizeof(struct rmr_wire_hdr));
+	const uint8_t *raw = (const uint8_t *)w;
 	struct rmr_map_range in[3] = {
 		{ .member_id = 1, .count = 1, .first = 0 },
 		{ .member_id = 63, .count = UINT32_MAX, .first = 1ull << 40 },
 		{ .member_id = 7, .count = 3, .first = 12 },
 	}, out;
-	struct rmr_msg m = sample(RMR_MSG_MAP_GET_RSP, sizeof(in) / sizeof(in[0]) * 16), d;
+	struct rmr_msg m = sample(RMR_MSG_MAP_GET_RSP, sizeof(in) / sizeof(in[0]) * 16), d, err;
 	char why[160];
 
 	for (unsigned i = 0; i < 3; i++)
 		rmr_wire_encode_map_range(&w[i], &in[i]);
+	/* Little-endian: id at 0, reserved zero at 2, count at 4, first at 8. */
+	ck_assert_uint_eq(raw[32], 7);
+	ck_assert_uint_eq(raw[33], 0);
+	ck_assert_uint_eq(raw[34] | raw[35], 0);
+	ck_assert_uint_eq(raw[36], 3);
+	ck_assert_uint_eq(raw[40], 12);
+	ck_assert_uint_eq(raw[16 + 8 + 5], 1); /* 1 << 40 */
 	m.op_flags = 0;
 	ck_assert_int_eq(round_trip(&m, &d, why, sizeof(why)), 0);
 	for (unsigned i = 0; i < 3; i++) {
@@ -302,30 +558,58 @@ START_TEST(map_ranges_round_trip_and_checks)
 		ck_assert_uint_eq(out.count, in[i].count);
 		ck_assert_uint_eq(out.first, in[i].first);
 	}
-	/* Beyond the payload, or in another message type. */
-	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 3, &out, why, sizeof(why)), -EBADMSG);
+
+	/* Beyond the payload (also where (i + 1) * 16 overflows), or in another message. */
+	range_refused(&d, 3, "index 3 of 3");
+	range_refused(&d, (size_t)1 << 60, "index 2^60");
+	range_refused(&d, SIZE_MAX / 16, "index SIZE_MAX / 16");
+	range_refused(&d, SIZE_MAX, "index SIZE_MAX");
+	err = d;
+	err.payload_len = 0;
+	err.status = -EIO;
+	range_refused(&err, 0, "an index in an error answer");
 	d.type = RMR_MSG_READ_RSP;
-	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 0, &out, why, sizeof(why)), -EBADMSG);
+	range_refused(&d, 0, "a READ_RSP");
+	d.type = RMR_MSG_MAP_GET;
+	range_refused(&d, 0, "a MAP_GET");
 	d.type = RMR_MSG_MAP_GET_RSP;
+
 	/* Each bad field of an entry. */
 	w[0].member_id = cpu_to_le16(0);
-	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 0, &out, why, sizeof(why)), -EBADMSG);
+	range_refused(&d, 0, "member 0");
 	w[0].member_id = cpu_to_le16(RMR_MAX_MEMBER_ID + 1);
-	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 0, &out, why, sizeof(why)), -EBADMSG);
+	range_refused(&d, 0, "member 64");
+	w[0].member_id = cpu_to_le16(UINT16_MAX);
+	range_refused(&d, 0, "member 65535");
 	w[0].member_id = cpu_to_le16(1);
 	w[0].reserved = cpu_to_le16(1);
-	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 0, &out, why, sizeof(why)), -EBADMSG);
+	range_refused(&d, 0, "a reserved field");
+	w[0].reserved = cpu_to_le16(0x8000);
+	range_refused(&d, 0, "reserved bit 15");
 	w[0].reserved = cpu_to_le16(0);
 	w[0].count = cpu_to_le32(0);
-	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 0, &out, why, sizeof(why)), -EBADMSG);
+	range_refused(&d, 0, "count 0");
 	w[0].count = cpu_to_le32(2);
 	w[0].first = cpu_to_le64(UINT64_MAX);
-	why[0] = '\0';
-	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 0, &out, why, sizeof(why)), -EBADMSG);
-	ck_assert(why[0]);
+	range_refused(&d, 0, "a range that wraps");
+	w[0].first = cpu_to_le64(UINT64_MAX - 1);
+	range_refused(&d, 0, "a range that ends exactly at 2^64");
+	w[0].count = cpu_to_le32(UINT32_MAX);
+	w[0].first = cpu_to_le64(UINT64_MAX - UINT32_MAX + 1);
+	range_refused(&d, 0, "the largest count wrapping");
+	/* The last range that does not wrap; and one bad entry spoils only itself. */
+	w[0].count = cpu_to_le32(2);
+	w[0].first = cpu_to_le64(UINT64_MAX - 2);
+	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 0, &out, why, sizeof(why)), 0);
+	ck_assert_uint_eq(out.first + out.count, UINT64_MAX);
+	w[1].count = cpu_to_le32(0);
+	range_refused(&d, 1, "count 0 in the middle");
+	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 2, &out, why, sizeof(why)), 0);
+	ck_assert_uint_eq(out.member_id, 7);
 }
 END_TEST
 
+/* Random bytes never crash the decoder and are (almost always) refused. */
 START_TEST(random_bytes_never_crash)
 {
 	struct rmr_msg d;
@@ -363,7 +647,10 @@ int main(void)
 	tcase_add_test(tc, other_version_is_not_supported);
 	tcase_add_test(tc, hello_round_trip_and_checks);
 	tcase_add_test(tc, hello_rsp_checks_identity);
+	tcase_add_test(tc, recovery_message_names);
 	tcase_add_test(tc, recovery_messages_round_trip);
+	tcase_add_test(tc, recovery_messages_edge_cases_accepted);
+	tcase_add_test(tc, recovery_messages_refuse_bad_headers);
 	tcase_add_test(tc, recovery_messages_refuse_bad_fields);
 	tcase_add_test(tc, map_ranges_round_trip_and_checks);
 	tcase_add_test(tc, random_bytes_never_crash);
