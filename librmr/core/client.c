@@ -154,6 +154,12 @@ void member_fail(struct member *m, const char *reason)
 
 	member_drop_conn(m);
 	m->resolved = true;
+	/*
+	 * A pull given up on may still finish on the member: writes from now
+	 * on must carry a newer map version than the one it will take.
+	 */
+	if (m->pulling)
+		c->map_ver++;
 	m->want_pull = m->pulling = false; /* writes thaw on the next tick */
 	if (m->state != RMR_MEMBER_FAILED) {
 		if (m->state == RMR_MEMBER_NORMAL)
@@ -281,6 +287,8 @@ static void on_pull_rsp(struct member *m, const struct rmr_msg *msg)
 	if (c->ops.map_update)
 		c->ops.map_update(c->opts.priv, m->id, m->pull_source, msg->status);
 	if (msg->status < 0) {
+		/* -EBUSY: an older pull still runs there; it must not pass for current. */
+		c->map_ver++;
 		snprintf(why, sizeof(why), "map update failed: %s", strerror(-msg->status));
 		member_fail(m, why);
 	} else {

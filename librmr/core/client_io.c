@@ -258,8 +258,18 @@ static void dispatch_write(struct rmr_client *c, struct slot *s)
 		if (m->state != RMR_MEMBER_NORMAL)
 			continue;
 		ret = send_leg(c, s, m, RMR_MSG_WRITE, s->missed_ids);
-		if (ret < 0)
+		if (ret < 0) {
+			/*
+			 * A failed leg, not an absent one: the members that apply
+			 * the write must record (MAP_ADD) that this one missed it.
+			 */
+			struct leg *leg = &s->legs[i];
+
+			leg->sending = leg->waiting = false;
+			leg->status = -EIO;
+			s->legs_mask |= bit(i);
 			failed |= bit(i);
+		}
 	}
 	for (unsigned i = 0; i < nmem(c); i++)
 		if (failed & bit(i))

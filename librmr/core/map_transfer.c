@@ -80,7 +80,7 @@ static void pull_answer(struct srv_pool *p, int status)
 }
 
 /* Every page arrived: make the pulled maps ours, durably. */
-static int pull_apply(struct srv_pool *p, uint64_t map_ver)
+static int pull_apply(struct srv_pool *p)
 {
 	unsigned self = p->params.member_id;
 	struct dirty_map *own = pool_own_map(p), *got = p->pull_maps[self];
@@ -105,7 +105,12 @@ static int pull_apply(struct srv_pool *p, uint64_t map_ver)
 		if (!dirty_map_count(old) != !dirty_map_count(p->maps[id]))
 			server_event_dirty(p, (uint16_t)id, dirty_map_count(p->maps[id]) != 0);
 	}
-	p->map_ver = RMR_MAX(p->map_ver, RMR_MAX(map_ver, p->pull_map_ver));
+	/*
+	 * Only the client's version at the MAP_PULL: every write that missed
+	 * this member before it is in the pulled maps (writes were frozen), and
+	 * a newer version from the source could let a stale MAP_CLEAR pass.
+	 */
+	p->map_ver = RMR_MAX(p->map_ver, p->pull_map_ver);
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
 		p->mark_ver[id] = RMR_MAX(p->mark_ver[id], p->map_ver);
 	if (before == 0)
@@ -154,15 +159,15 @@ static void get_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int 
 			status = dirty_map_mark(p->pull_maps[r.member_id], r.first, r.count);
 		}
 	}
-	if (status == 0 && p->removing)
-		status = -ECANCELED;
+	if (status == 0 && (p->removing || !p->pull_sess))
+		status = -ECANCELED; /* the client gave up: writes may have missed us since */
 	if (status == 0 && !(rsp->op_flags & RMR_MAP_GET_LAST)) {
 		status = get_next(p, rsp->op, rsp->addr);
 		if (status == 0)
 			return;
 	}
 	if (status == 0)
-		status = pull_apply(p, rsp->map_ver);
+		status = pull_apply(p);
 	pull_answer(p, status);
 	if (status == 0)
 		resync_kick(p);

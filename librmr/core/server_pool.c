@@ -334,8 +334,10 @@ int pool_flush_clears(struct srv_pool *p)
 
 int pool_save_all_maps(struct srv_pool *p)
 {
-	if (!have_map_area(p))
+	if (!have_map_area(p)) {
+		p->missed = pool_missed_ids(p);
 		return pool_meta_save(p);
+	}
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
 		int ret;
 
