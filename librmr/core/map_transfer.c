@@ -79,6 +79,21 @@ static void pull_answer(struct srv_pool *p, int status)
 		server_ctrl_send(sess, &sess->pull_rsp, RMR_MSG_MAP_PULL_RSP, status, 0);
 }
 
+/*
+ * Chunks made clean but not yet told to the peers that are dirty again in
+ * the pulled map: a write missed this member after the copy, so the peers
+ * must not hear that it holds them.
+ */
+static void drop_clean_pending(struct srv_pool *p)
+{
+	uint64_t kept = 0;
+
+	for (uint64_t i = 0; i < p->nclean_pending; i++)
+		if (!(dirty_map_get(pool_own_map(p), p->clean_pending[i]) & DIRTY_BIT))
+			p->clean_pending[kept++] = p->clean_pending[i];
+	p->nclean_pending = kept;
+}
+
 /* Every page arrived: make the pulled maps ours, durably. */
 static int pull_apply(struct srv_pool *p)
 {
@@ -95,6 +110,8 @@ static int pull_apply(struct srv_pool *p)
 	}
 	if (before == 0 && dirty_map_count(own))
 		server_event_dirty(p, (uint16_t)self, true);
+	drop_clean_pending(p);
+	p->resync_epoch++;
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
 		struct dirty_map *old = p->maps[id];
 
@@ -217,6 +234,7 @@ void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t so
 	}
 	/* The client says this member missed writes: its own map is incomplete. */
 	p->maps_current = false;
+	p->resync_epoch++;
 	p->pull_sess = sess;
 	p->pull_source = source;
 	p->pull_map_ver = map_ver;

@@ -21,6 +21,7 @@ struct copy {
 	uint64_t addr, end;          /* next byte to copy, end of the chunk */
 	uint64_t tried;              /* peer ids that could not provide it */
 	struct peer *pe;             /* the peer it copies from now */
+	uint64_t epoch;              /* p->resync_epoch when it started */
 	bool background;
 	struct copy *next;           /* copy_queue */
 };
@@ -126,12 +127,14 @@ static void copy_finish(struct copy *cp, int status)
 {
 	struct srv_pool *p = cp->p;
 	uint64_t chunk = cp->chunk;
+	bool current = cp->epoch == p->resync_epoch;
 
 	p->copies--;
 	if (cp->background)
 		p->background_copies--;
 	free(cp);
-	if (status == 0 && own_dirty(p, chunk))
+	/* Copied before the maps were taken again: copy it anew if still dirty. */
+	if (status == 0 && current && own_dirty(p, chunk))
 		note_clean(p, chunk);
 	else if (status < 0 && status != -ECANCELED)
 		log_warn("pool=%s member=%u: cannot copy chunk %llu from any peer: %s", p->name,
@@ -221,6 +224,7 @@ static void copy_start(struct srv_pool *p, uint64_t chunk, bool background)
 	cp->chunk = chunk;
 	cp->addr = chunk << p->chunk_shift;
 	cp->end = cp->addr + pool_chunk_len(p, chunk);
+	cp->epoch = p->resync_epoch;
 	cp->background = background;
 	p->copies++;
 	if (background)
@@ -228,20 +232,45 @@ static void copy_start(struct srv_pool *p, uint64_t chunk, bool background)
 	copy_send(cp);
 }
 
-static void park_overflow(struct srv_pool *p, struct srv_req *req)
+/*
+ * No room in the sync index: @req gives back the whole-chunk claims it made
+ * in [first, upto) and waits for room holding none, so that requests parked
+ * here can never hold the whole index between them. Whoever waited on those
+ * claims tries again.
+ */
+static void park_overflow(struct srv_pool *p, struct srv_req *req, uint64_t first, uint64_t upto)
 {
+	struct sync_waiter *again = NULL;
+
+	for (uint64_t c = first; req->clears_chunk && c < upto; c++) {
+		struct sync_entry *e = sync_index_find(&p->syncing, c);
+		struct sync_waiter *w, *tail;
+
+		if (!e || e->owner != req)
+			continue;
+		w = sync_index_remove(&p->syncing, e);
+		for (tail = w; tail && tail->next; tail = tail->next)
+			;
+		if (tail) {
+			tail->next = again;
+			again = w;
+		}
+	}
+	req->clears_chunk = false;
 	req->waiter.next = p->overflow;
 	p->overflow = &req->waiter;
+	resume_all(again, 0);
 }
 
 bool resync_hold(struct srv_pool *p, struct srv_req *req)
 {
 	uint64_t addr = req->io.addr, end = req->io.addr + req->io.len;
 	bool write = req->type == RMR_MSG_WRITE;
+	uint64_t first = pool_first_chunk(p, addr);
 
 	if (req->io.len == 0 || (!dirty_map_count(pool_own_map(p)) && !p->syncing.count))
 		return false;
-	for (uint64_t c = pool_first_chunk(p, addr); c <= pool_last_chunk(p, addr, req->io.len); c++) {
+	for (uint64_t c = first; c <= pool_last_chunk(p, addr, req->io.len); c++) {
 		struct sync_entry *e = sync_index_find(&p->syncing, c);
 		uint64_t start = c << p->chunk_shift;
 
@@ -255,12 +284,14 @@ bool resync_hold(struct srv_pool *p, struct srv_req *req)
 			continue;
 		e = sync_index_add(&p->syncing, c, 1);
 		if (!e) {
-			park_overflow(p, req);
+			park_overflow(p, req, first, c);
 			return true;
 		}
 		if (write && addr <= start && end >= start + pool_chunk_len(p, c)) {
 			/* Overwritten whole: clean once the write is done, no copy. */
 			e->owner = req;
+			if (!req->clears_chunk)
+				req->clear_epoch = p->resync_epoch;
 			req->clears_chunk = true;
 			continue;
 		}
@@ -274,6 +305,7 @@ bool resync_hold(struct srv_pool *p, struct srv_req *req)
 void resync_release(struct srv_pool *p, struct srv_req *req, int status)
 {
 	uint64_t addr = req->io.addr;
+	bool current = req->clear_epoch == p->resync_epoch;
 
 	if (!req->clears_chunk)
 		return;
@@ -283,7 +315,7 @@ void resync_release(struct srv_pool *p, struct srv_req *req, int status)
 
 		if (!e || e->owner != req)
 			continue;
-		if (status == 0 && own_dirty(p, c))
+		if (status == 0 && current && own_dirty(p, c))
 			note_clean(p, c);
 		chunk_release(p, c, 0);
 	}
@@ -488,6 +520,8 @@ void resync_tick(struct srv_pool *p, uint64_t now)
 			tell_peers(p, n);
 	}
 	tell_full_clear(p);
+	if (p->overflow && p->syncing.count < p->syncing.max)
+		retry_overflow(p);
 	pump(p);
 }
 

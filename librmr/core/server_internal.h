@@ -46,6 +46,7 @@ struct srv_req {
 	bool busy;                   /* between arrival and answer handed to the transport */
 	bool in_store;               /* the store has it, or it waits for a chunk copy */
 	bool clears_chunk;           /* a whole-chunk write that makes a dirty chunk clean */
+	uint64_t clear_epoch;        /* the resync epoch of its first such claim */
 	struct sync_waiter waiter;   /* waits for the copy of a dirty chunk */
 	struct srv_req *done_next;   /* completions from other threads */
 };

@@ -108,6 +108,30 @@ static int write_block(struct srv_pool *p, unsigned id, uint64_t blk)
 	return ret;
 }
 
+static uint8_t *block_stale(struct srv_pool *p, unsigned id, uint64_t blk)
+{
+	return &p->stale_blocks[map_rank(p, id) * (p->bitmap_bytes / MAP_BLOCK) + blk];
+}
+
+/* Does the disk lag memory for any block holding chunks [first, last] of @id? */
+static bool blocks_stale(struct srv_pool *p, unsigned id, uint64_t first, uint64_t last)
+{
+	if (!have_map_area(p))
+		return false;
+	for (uint64_t blk = first / (MAP_BLOCK * 8); blk <= last / (MAP_BLOCK * 8); blk++)
+		if (*block_stale(p, id, blk))
+			return true;
+	return false;
+}
+
+static void mark_blocks_stale(struct srv_pool *p, unsigned id, uint64_t first, uint64_t last)
+{
+	if (!have_map_area(p))
+		return;
+	for (uint64_t blk = first / (MAP_BLOCK * 8); blk <= last / (MAP_BLOCK * 8); blk++)
+		*block_stale(p, id, blk) = 1;
+}
+
 /* Durably write the blocks holding chunks [first, last] of member @id. */
 static int write_blocks(struct srv_pool *p, unsigned id, uint64_t first, uint64_t last)
 {
@@ -118,7 +142,7 @@ static int write_blocks(struct srv_pool *p, unsigned id, uint64_t first, uint64_
 
 		if (ret < 0)
 			return ret;
-		p->stale_blocks[map_rank(p, id) * (p->bitmap_bytes / MAP_BLOCK) + blk] = 0;
+		*block_stale(p, id, blk) = 0;
 	}
 	return 0;
 }
@@ -235,11 +259,20 @@ int pool_mark_chunks(struct srv_pool *p, unsigned id, uint64_t first, uint64_t c
 			p->params.member_id, id, strerror(-ret));
 		return ret;
 	}
-	if (dirty_map_count(p->maps[id]) == before)
-		return 0; /* all on record already: the common case while degraded */
+	/* All on record already, the common case while degraded; unless a block
+	 * holding them could not be written (then it is stale, and tried again). */
+	if (dirty_map_count(p->maps[id]) == before && !blocks_stale(p, id, first, first + count - 1))
+		return 0;
 	if (before == 0)
 		server_event_dirty(p, (uint16_t)id, true);
-	return write_blocks(p, id, first, first + count - 1);
+	ret = write_blocks(p, id, first, first + count - 1);
+	if (ret < 0) {
+		/* The bits stay set in memory (a later write must not take them as
+		 * recorded); resync_tick writes the stale blocks again. */
+		mark_blocks_stale(p, id, first, first + count - 1);
+		p->clears_pending = true;
+	}
+	return ret;
 }
 
 int pool_mark(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64_t addr,
@@ -272,10 +305,8 @@ void pool_clear_chunk(struct srv_pool *p, unsigned id, uint64_t chunk)
 	dirty_map_set(p->maps[id], chunk, 0);
 	if (dirty_map_count(p->maps[id]) == 0)
 		server_event_dirty(p, (uint16_t)id, false);
-	if (have_map_area(p)) {
-		p->stale_blocks[map_rank(p, id) * (p->bitmap_bytes / MAP_BLOCK) +
-				chunk / (MAP_BLOCK * 8)] = 1;
-	}
+	if (have_map_area(p))
+		*block_stale(p, id, chunk / (MAP_BLOCK * 8)) = 1;
 	p->clears_pending = true;
 }
 
@@ -334,6 +365,13 @@ int pool_flush_clears(struct srv_pool *p)
 
 int pool_save_all_maps(struct srv_pool *p)
 {
+	/* Clean bits of copied chunks go down with the rest: their data first. */
+	if (p->clears_pending && p->ops.flush) {
+		int ret = p->ops.flush(p->store);
+
+		if (ret < 0)
+			return ret;
+	}
 	if (!have_map_area(p)) {
 		p->missed = pool_missed_ids(p);
 		return pool_meta_save(p);
@@ -366,6 +404,18 @@ void pool_free(struct srv_pool *p)
 	free(p->clean_pending);
 	free((void *)p->params.peers);
 	free(p);
+}
+
+/*
+ * Chunks tracked at once: the background copies, one request's worth of
+ * whole-chunk claims (a request that finds no room waits holding none, so
+ * the largest must fit alone), and room for the rest to go on in parallel.
+ */
+static uint32_t sync_capacity(const struct srv_pool *p)
+{
+	uint32_t per_request = p->srv->opts.max_io_size / p->params.chunk_size + 2;
+
+	return p->params.sync_queue_depth + per_request + 1024;
 }
 
 int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
@@ -434,7 +484,7 @@ int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
 			  RMR_MAX_MEMBERS;
 	p->nblocks = RMR_MAX_MEMBERS * (p->bitmap_bytes / MAP_BLOCK);
 	p->stale_blocks = calloc(p->nblocks, 1);
-	if (!p->stale_blocks || sync_index_init(&p->syncing, p->params.sync_queue_depth + 1024) < 0) {
+	if (!p->stale_blocks || sync_index_init(&p->syncing, sync_capacity(p)) < 0) {
 		pool_free(p);
 		return -ENOMEM;
 	}

@@ -57,6 +57,12 @@ struct srv_pool {
 	/* resync of this member's own dirty chunks (resync.c) */
 	struct sync_index syncing;   /* chunks being copied in, or held by a whole-chunk write */
 	bool maps_current;           /* own map is complete: pulled, or admitted to I/O */
+	/*
+	 * Bumped when a map pull starts and when it is applied. A copy or a
+	 * whole-chunk write begun in an older epoch may have raced a write that
+	 * missed this member: it never makes its chunk clean.
+	 */
+	uint64_t resync_epoch;
 	uint64_t resync_cursor;      /* background resync: next chunk to look at */
 	uint32_t copies;             /* chunk copies in progress */
 	uint32_t background_copies;  /* of those, started by the background resync */

@@ -30,8 +30,8 @@
 #include "loop.h"
 #include "transports.h"
 
-#define POOL_SIZE (8u << 20)
-#define CHUNK (64u * 1024)
+#define POOL_SIZE (8u << 20)         /* unless a case asks for another size */
+#define CHUNK (64u * 1024)           /* unless a case asks for another size */
 #define NCHUNKS (POOL_SIZE / CHUNK)
 #define NMEMBERS 3
 #define BLK 4096u
@@ -44,8 +44,16 @@ struct member {
 	struct rmr_server_pool *pool;
 };
 
+/* What a case may change about the world (see SIM_CASE_WITH). */
+struct world_cfg {
+	uint64_t pool_size;
+	uint32_t chunk;
+	uint32_t max_io;             /* 0: librmr's default */
+};
+
 static struct {
 	uint64_t seed, rng;
+	struct world_cfg cfg;
 	struct member m[NMEMBERS];
 	struct rmr_client *c;
 	uint8_t *model;
@@ -71,6 +79,7 @@ static void member_start(unsigned i, uint64_t rate)
 		.size = sizeof(so),
 		.listen_addr = w.m[i].addr,
 		.transport = "mem",
+		.max_io_size = w.cfg.max_io,
 		.heartbeat_ms = 50,
 		.failure_timeout_ms = 500,
 	};
@@ -79,8 +88,8 @@ static void member_start(unsigned i, uint64_t rate)
 		.size = sizeof(pp),
 		.name = "vol",
 		.uuid = pool_uuid,
-		.pool_size = POOL_SIZE,
-		.chunk_size = CHUNK,
+		.pool_size = w.cfg.pool_size,
+		.chunk_size = w.cfg.chunk,
 		.member_id = (uint16_t)(i + 1),
 		.members_mask = 0xe,
 		.peers = peers,
@@ -116,6 +125,7 @@ static void client_open(void)
 		.nmembers = NMEMBERS,
 		.members = addrs,
 		.queue_depth = 32,
+		.max_io_size = w.cfg.max_io,
 		.heartbeat_ms = 50,
 		.failure_timeout_ms = 500,
 		.reconnect_min_ms = 50,
@@ -129,18 +139,19 @@ static void client_open(void)
 	ck_assert_int_eq(rmr_client_open(&o, &w.c), 0);
 }
 
-static void world_begin(uint64_t seed)
+static void world_begin(uint64_t seed, struct world_cfg cfg)
 {
 	memset(&w, 0, sizeof(w));
 	w.seed = seed;
+	w.cfg = cfg;
 	w.rng = seed * 0x9e3779b97f4a7c15ull + 7;
 	rmr_log_set_sink(NULL, NULL, getenv("RMR_TEST_DEBUG") ? RMR_LOG_DEBUG : RMR_LOG_ERR);
 	loop_sim_begin(seed);
-	w.model = calloc(1, POOL_SIZE);
+	w.model = calloc(1, cfg.pool_size);
 	ck_assert_ptr_nonnull(w.model);
 	for (unsigned i = 0; i < NMEMBERS; i++) {
 		snprintf(w.m[i].addr, sizeof(w.m[i].addr), "sim-m%u", i + 1);
-		memstore_init(&w.m[i].store, POOL_SIZE, CHUNK);
+		memstore_init(&w.m[i].store, cfg.pool_size, cfg.chunk);
 	}
 	for (unsigned i = 0; i < NMEMBERS; i++)
 		member_start(i, 0);
@@ -185,10 +196,8 @@ static void write_done(void *priv, int status)
 	free(r);
 }
 
-static void submit_write(void)
+static void submit_write_at(uint64_t addr, uint32_t len)
 {
-	uint32_t len = (uint32_t)(1 + rnd() % 16) * BLK;
-	uint64_t addr = rnd() % ((POOL_SIZE - len) / BLK + 1) * BLK;
 	struct wreq *r = malloc(sizeof(*r) + len);
 	struct rmr_io io = { .kind = RMR_IO_WRITE, .op = 1, .addr = addr, .len = len,
 			     .iovcnt = 1, .cb = write_done };
@@ -204,6 +213,21 @@ static void submit_write(void)
 	io.priv = r;
 	ck_assert_int_eq(rmr_client_submit(w.c, &io, 0), 0);
 	w.inflight++;
+}
+
+static void submit_write(void)
+{
+	uint32_t len = (uint32_t)(1 + rnd() % 16) * BLK;
+
+	submit_write_at(rnd() % ((w.cfg.pool_size - len) / BLK + 1) * BLK, len);
+}
+
+/* Step the world until every write sent is answered. */
+static void settle(void)
+{
+	while (w.inflight)
+		if (loop_sim_step() == 0)
+			loop_sim_run(MS);
 }
 
 /* @n random writes, @qd at a time, the world stepping in between. */
@@ -240,7 +264,7 @@ static void read_all_matches_model(void)
 {
 	static uint8_t buf[CHUNK];
 
-	for (uint64_t off = 0; off < POOL_SIZE; off += sizeof(buf) / 2) {
+	for (uint64_t off = 0; off < w.cfg.pool_size; off += sizeof(buf) / 2) {
 		struct rreq r = { 0 };
 		struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) / 2 };
 		struct rmr_io io = { .kind = RMR_IO_READ, .op = 0, .addr = off,
@@ -321,14 +345,14 @@ static void check_healed(unsigned ret, uint64_t dirty)
 	ck_assert_msg(dirty_total() == 0, "seed %llu: still %llu dirty chunks after 60 s",
 		      (unsigned long long)w.seed, (unsigned long long)dirty_total());
 	for (unsigned i = 0; i < NMEMBERS; i++)
-		ck_assert_msg(!memcmp(w.m[i].store.data, w.model, POOL_SIZE),
+		ck_assert_msg(!memcmp(w.m[i].store.data, w.model, w.cfg.pool_size),
 			      "seed %llu: member %u's store differs from the model",
 			      (unsigned long long)w.seed, i + 1);
 	ck_assert_int_eq(rmr_client_status(w.c, &st), 0);
 	for (unsigned i = 0; i < NMEMBERS; i++)
 		ck_assert_uint_eq(st.members[i].resync_bytes, 0);
 	copied = pool_status(ret).resync_bytes;
-	ck_assert_msg(copied <= dirty * CHUNK,
+	ck_assert_msg(copied <= dirty * w.cfg.chunk,
 		      "seed %llu: member %u copied %llu bytes for %llu dirty chunks",
 		      (unsigned long long)w.seed, ret + 1, (unsigned long long)copied,
 		      (unsigned long long)dirty);
@@ -501,9 +525,136 @@ static void case_all_restart_while_degraded(void)
 	check_healed(1, dirty);
 }
 
+/*
+ * A whole-chunk write that made a dirty chunk clean is still in the store
+ * when the member is failed and takes the maps again: a write that missed it
+ * in between marked that chunk, so the late completion must not make it
+ * clean (the resync epoch), nor tell the peers so.
+ */
+static void case_whole_write_across_pull(void)
+{
+	uint64_t last = (uint64_t)(NCHUNKS - 1) * CHUNK, dirty;
+
+	write_some(50);
+	member_kill(1);
+	write_some(300);
+	submit_write_at(last + BLK, BLK); /* the last chunk is dirty for member 2 */
+	settle();
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	dirty = dirty_for(2, 0);
+	/* One chunk a second from the first: the last one stays dirty a while. */
+	member_start(1, CHUNK);
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	w.m[1].store.hold = true;
+	submit_write_at(last, CHUNK); /* W0: makes the chunk clean, once done */
+	while (!w.m[1].store.nheld)
+		if (loop_sim_step() == 0)
+			loop_sim_run(MS);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[1].addr, true), 0);
+	settle();
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	submit_write_at(last + 2 * BLK, BLK); /* W1 misses member 2 */
+	settle();
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[1].addr, false), 0);
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	memstore_release(&w.m[1].store); /* W0 completes after the pull */
+	write_some(50);
+	check_healed(1, dirty + 1);
+}
+
+/*
+ * Chunks much smaller than a write: each 1 MiB write claims 256 whole dirty
+ * chunks, and 32 of them at once want far more than the sync index holds.
+ * Requests that find no room hold no claims while they wait, so the member
+ * never stalls.
+ */
+static void case_many_small_chunks(void)
+{
+	const uint32_t len = 1u << 20;
+	unsigned nranges = (unsigned)(w.cfg.pool_size / len), order[64];
+	uint64_t dirty;
+
+	ck_assert_uint_le(nranges, 64);
+	member_kill(1);
+	for (uint64_t off = 0; off < w.cfg.pool_size; off += len)
+		submit_write_at(off, len);
+	settle();
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	dirty = dirty_for(2, 0);
+	ck_assert_uint_eq(dirty, w.cfg.pool_size / w.cfg.chunk);
+	member_start(1, 64 * w.cfg.chunk);
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	/* Every range once, in a random order, all together; the store
+	 * completes writes a step late, so many are in it at once. */
+	for (unsigned i = 0; i < nranges; i++)
+		order[i] = i;
+	for (unsigned i = nranges - 1; i > 0; i--) {
+		unsigned j = (unsigned)(rnd() % (i + 1)), t = order[i];
+
+		order[i] = order[j];
+		order[j] = t;
+	}
+	w.m[1].store.hold = true;
+	for (unsigned i = 0; i < nranges; i++)
+		submit_write_at((uint64_t)order[i] * len, len);
+	for (unsigned t = 0; w.inflight && t < 20000; t++) {
+		memstore_release(&w.m[1].store);
+		w.m[1].store.hold = true;
+		if (loop_sim_step() == 0)
+			loop_sim_run(MS);
+	}
+	memstore_release(&w.m[1].store);
+	ck_assert_msg(w.inflight == 0 && w.failed == 0, "seed %llu: %u writes stuck, %llu failed",
+		      (unsigned long long)w.seed, w.inflight, (unsigned long long)w.failed);
+	ck_assert_int_eq(state_of(1), RMR_MEMBER_NORMAL);
+	check_healed(1, dirty);
+}
+
+/* Where member index @on's store records chunk @c as missed by member id @id. */
+static bool on_disk_dirty(unsigned on, unsigned id, uint64_t c)
+{
+	const struct memstore *st = &w.m[on].store;
+	uint64_t bitmap = st->map_size / RMR_MAX_MEMBERS;
+	unsigned rank = (unsigned)__builtin_popcount(0xeu & ((1u << id) - 1));
+
+	return st->map[rank * bitmap + c / 8] & (1u << (c % 8));
+}
+
+/*
+ * A member cannot write down that a chunk was missed: it fails that write,
+ * and a second write to the same chunk, which finds the bit set in memory,
+ * must not take it as recorded.
+ */
+static void case_failed_mark(void)
+{
+	const uint64_t c = 5;
+	struct rmr_server_pool_status ps;
+	uint64_t dirty;
+
+	write_some(50);
+	member_kill(1);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	ck_assert(!on_disk_dirty(0, 2, c));
+	w.m[0].store.map_write_fails = 1;
+	submit_write_at(c * CHUNK, BLK);
+	submit_write_at(c * CHUNK + BLK, BLK);
+	settle();
+	ps = pool_status(0);
+	/* Every write member 1 applied has its miss on member 1's disk. */
+	ck_assert_msg(on_disk_dirty(0, 2, c) || ps.errors >= 2,
+		      "seed %llu: member 1 applied a write whose miss it never recorded",
+		      (unsigned long long)w.seed);
+	write_some(100);
+	dirty = dirty_for(2, 2);
+	member_start(1, 0);
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	write_some(50);
+	check_healed(1, dirty);
+}
+
 /* --- seeds ----------------------------------------------------------------------- */
 
-static void run_seeds(const char *name, void (*fn)(void))
+static void run_seeds(const char *name, void (*fn)(void), struct world_cfg cfg)
 {
 	const char *one = getenv("SIM_SEED"), *n = getenv("SIM_SEEDS"), *only = getenv("SIM_CASE");
 	uint64_t first = one ? strtoull(one, NULL, 0) : 1;
@@ -515,18 +666,19 @@ static void run_seeds(const char *name, void (*fn)(void))
 		fprintf(stderr, "sim %s: seed %llu (replay: SIM_CASE=%s SIM_SEED=%llu "
 				"build/tests/test_sim_recovery)\n",
 			name, (unsigned long long)seed, name, (unsigned long long)seed);
-		world_begin(seed);
+		world_begin(seed, cfg);
 		fn();
 		world_end();
 	}
 }
 
-#define SIM_CASE(fn)                   \
-	START_TEST(fn##_seeds)         \
-	{                              \
-		run_seeds(#fn, fn);    \
-	}                              \
+#define SIM_CASE_WITH(fn, ...)                                          \
+	START_TEST(fn##_seeds)                                          \
+	{                                                               \
+		run_seeds(#fn, fn, (struct world_cfg){ __VA_ARGS__ });  \
+	}                                                               \
 	END_TEST
+#define SIM_CASE(fn) SIM_CASE_WITH(fn, .pool_size = POOL_SIZE, .chunk = CHUNK)
 
 SIM_CASE(case_kill_restart)
 SIM_CASE(case_store_fault)
@@ -536,6 +688,10 @@ SIM_CASE(case_peer_link_cut_during_resync)
 SIM_CASE(case_second_failure_during_resync)
 SIM_CASE(case_all_restart_while_degraded)
 SIM_CASE(case_resync_interrupted)
+SIM_CASE(case_whole_write_across_pull)
+SIM_CASE_WITH(case_many_small_chunks, .pool_size = 32u << 20, .chunk = 4096,
+	      .max_io = 1u << 20)
+SIM_CASE(case_failed_mark)
 
 /* The same seed gives the same run: same virtual time, same counters. */
 START_TEST(same_seed_same_run)
@@ -543,12 +699,12 @@ START_TEST(same_seed_same_run)
 	struct rmr_pool_status a = { .size = sizeof(a) }, b = { .size = sizeof(b) };
 	uint64_t ta, tb;
 
-	world_begin(42);
+	world_begin(42, (struct world_cfg){ .pool_size = POOL_SIZE, .chunk = CHUNK });
 	case_kill_restart();
 	ck_assert_int_eq(rmr_client_status(w.c, &a), 0);
 	ta = loop_clock_ns();
 	world_end();
-	world_begin(42);
+	world_begin(42, (struct world_cfg){ .pool_size = POOL_SIZE, .chunk = CHUNK });
 	case_kill_restart();
 	ck_assert_int_eq(rmr_client_status(w.c, &b), 0);
 	tb = loop_clock_ns();
@@ -577,6 +733,9 @@ int main(void)
 	tcase_add_test(tc, case_second_failure_during_resync_seeds);
 	tcase_add_test(tc, case_all_restart_while_degraded_seeds);
 	tcase_add_test(tc, case_resync_interrupted_seeds);
+	tcase_add_test(tc, case_whole_write_across_pull_seeds);
+	tcase_add_test(tc, case_many_small_chunks_seeds);
+	tcase_add_test(tc, case_failed_mark_seeds);
 	tcase_add_test(tc, same_seed_same_run);
 	suite_add_tcase(s, tc);
 	return unit_run(s);

@@ -3,7 +3,9 @@
  * An in-memory store for tests that serve pools over the in-process
  * transport: data, metadata blob and dirty-map area in memory, and a switch
  * that makes every data request and chunk copy fail with EIO (the dirty-map
- * area keeps working, as on a real store whose data path broke).
+ * area keeps working, as on a real store whose data path broke). Two more
+ * for races: @hold parks data writes (applied and completed by
+ * memstore_release), and @map_write_fails fails that many dirty-map writes.
  */
 #ifndef RMR_TESTS_MEMSTORE_H
 #define RMR_TESTS_MEMSTORE_H
@@ -11,6 +13,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,10 @@ struct memstore {
 	size_t meta_len;
 	uint8_t *map;                /* the dirty-map area */
 	uint64_t map_size;
+	bool hold;                   /* park data writes until memstore_release */
+	struct rmr_store_io *held[64];
+	unsigned nheld;
+	unsigned map_write_fails;    /* fail the next this many map writes */
 };
 
 static inline void memstore_init(struct memstore *st, uint64_t pool_size, uint32_t chunk_size)
@@ -46,14 +53,8 @@ static inline void memstore_destroy(struct memstore *st)
 	pthread_mutex_destroy(&st->lock);
 }
 
-static void memstore_io(void *arg, struct rmr_store_io *io)
+static void memstore_apply(struct memstore *st, struct rmr_store_io *io)
 {
-	struct memstore *st = arg;
-
-	if (atomic_load(&st->fail)) {
-		rmr_store_io_done(io, -EIO);
-		return;
-	}
 	pthread_mutex_lock(&st->lock);
 	if (io->kind == RMR_IO_READ)
 		memcpy(io->data, st->data + io->addr, io->len);
@@ -63,6 +64,31 @@ static void memstore_io(void *arg, struct rmr_store_io *io)
 		memset(st->data + io->addr, 0, io->len);
 	pthread_mutex_unlock(&st->lock);
 	rmr_store_io_done(io, 0);
+}
+
+static void memstore_io(void *arg, struct rmr_store_io *io)
+{
+	struct memstore *st = arg;
+
+	if (atomic_load(&st->fail)) {
+		rmr_store_io_done(io, -EIO);
+		return;
+	}
+	if (st->hold && io->kind != RMR_IO_READ) {
+		ck_assert_uint_lt(st->nheld, sizeof(st->held) / sizeof(st->held[0]));
+		st->held[st->nheld++] = io;
+		return;
+	}
+	memstore_apply(st, io);
+}
+
+/* Stop parking writes; apply and complete the parked ones, oldest first. */
+static inline void memstore_release(struct memstore *st)
+{
+	st->hold = false;
+	for (unsigned i = 0; i < st->nheld; i++)
+		memstore_apply(st, st->held[i]);
+	st->nheld = 0;
 }
 
 static int memstore_export(void *arg, uint64_t addr, void *buf, uint32_t len)
@@ -124,6 +150,10 @@ static int memstore_map_write(void *arg, uint64_t off, const void *buf, size_t l
 
 	/* librmr's promise: whole aligned 4 KiB blocks, inside the area. */
 	expect(off % 4096 == 0 && len % 4096 == 0 && off + len <= st->map_size);
+	if (st->map_write_fails) {
+		st->map_write_fails--;
+		return -EIO;
+	}
 	memcpy(st->map + off, buf, len);
 	return 0;
 }
