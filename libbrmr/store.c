@@ -50,6 +50,12 @@ struct brmr_store {
 	atomic_bool fail_io;  /* brmr_store_inject_fault() */
 	store_done_fn done;
 
+	/* Crash drill (store_crash_at): the metadata write that tears, and after it nothing. */
+	uint64_t meta_writes; /* metadata writes so far (loop thread) */
+	uint64_t crash_at;    /* tear the metadata write with this number; 0 = never */
+	size_t crash_keep;    /* bytes of it that land */
+	atomic_bool crashed;  /* every write fails from then on */
+
 	pthread_mutex_t meta_lock;
 	bool meta_known;      /* meta_seq is valid */
 	uint64_t meta_seq;    /* sequence of the newest valid blob, 0 if none */
@@ -179,6 +185,29 @@ static int zero_range(int fd, uint64_t off, uint64_t len, bool punch)
 	return write_zeroes(fd, off, len);
 }
 
+/*
+ * Write a piece of metadata (a dirty-map block, a metadata blob). Under a
+ * crash drill the chosen one lands only in part, as if power failed in the
+ * middle of it, and nothing written after it lands at all.
+ */
+static int meta_pwrite(struct brmr_store *s, const void *buf, size_t len, uint64_t off,
+		       bool dsync)
+{
+	if (atomic_load(&s->crashed))
+		return -EIO;
+	if (s->crash_at && ++s->meta_writes == s->crash_at) {
+		size_t keep = s->crash_keep < len ? s->crash_keep : len;
+
+		if (keep)
+			pwrite_full(s->fd, buf, keep, off, true);
+		atomic_store(&s->crashed, true);
+		return -EIO;
+	}
+	if (!s->crash_at)
+		s->meta_writes++;
+	return pwrite_full(s->fd, buf, len, off, dsync);
+}
+
 /* --- data requests ----------------------------------------------------------- */
 
 /* Apply one request; returns its status. The server checked it too, but the
@@ -203,7 +232,7 @@ static int store_do_io(struct brmr_store *s, const struct rmr_store_io *io)
 	}
 	if (data_op ? (!io->data || io->data_len != io->len) : io->data_len != 0)
 		return -EINVAL;
-	if (atomic_load(&s->fail_io))
+	if (atomic_load(&s->fail_io) || atomic_load(&s->crashed))
 		return -EIO;
 
 	switch (io->op) {
@@ -342,7 +371,7 @@ static int store_chunk_import(void *store, uint64_t addr, const void *buf, uint3
 
 	if (ret < 0 || !buf)
 		return ret < 0 ? ret : -EINVAL;
-	if (atomic_load(&s->fail_io))
+	if (atomic_load(&s->fail_io) || atomic_load(&s->crashed))
 		return -EIO;
 	return pwrite_full(s->fd, buf, len, off, false);
 }
@@ -380,7 +409,7 @@ static int store_map_write(void *store, uint64_t off, const void *buf, size_t le
 
 	if (ret < 0 || !buf || off % SB_MAP_ALIGN || len % SB_MAP_ALIGN)
 		return ret < 0 ? ret : -EINVAL;
-	return pwrite_full(s->fd, buf, len, pos, true);
+	return meta_pwrite(s, buf, len, pos, true);
 }
 
 /*
@@ -490,8 +519,7 @@ static int store_meta_save(void *store, const void *buf, size_t len)
 	meta_hdr_encode(&s->sb, seq, buf, len, (struct meta_hdr_disk *)rec);
 	if (len)
 		memcpy(rec + META_HDR_SIZE, buf, len);
-	ret = pwrite_full(s->fd, rec, META_HDR_SIZE + len, meta_slot_offset(&s->sb, seq & 1),
-			  false);
+	ret = meta_pwrite(s, rec, META_HDR_SIZE + len, meta_slot_offset(&s->sb, seq & 1), false);
 	free(rec);
 	if (ret == 0 && fdatasync(s->fd) < 0)
 		ret = -errno;
@@ -909,6 +937,7 @@ int store_pool_params(const struct brmr_store *s, const struct brmr_serve_opts *
 	params->peers = params->npeers ? peers : NULL;
 	params->sync_queue_depth = so.sync_queue_depth;
 	params->resync_rate = so.resync_rate;
+	params->replace = so.replace;
 	return 0;
 }
 
@@ -956,6 +985,24 @@ BRMR_EXPORT void brmr_store_inject_fault(struct brmr_store *s, bool fail_io)
 void store_set_done(struct brmr_store *s, store_done_fn fn)
 {
 	s->done = fn;
+}
+
+void store_crash_at(struct brmr_store *s, uint64_t nth, size_t keep)
+{
+	s->meta_writes = 0;
+	s->crash_at = nth;
+	s->crash_keep = keep;
+	atomic_store(&s->crashed, false);
+}
+
+uint64_t store_meta_writes(const struct brmr_store *s)
+{
+	return s->meta_writes;
+}
+
+bool store_crashed(struct brmr_store *s)
+{
+	return atomic_load(&s->crashed);
 }
 
 const struct superblock *store_superblock(const struct brmr_store *s)

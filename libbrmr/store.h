@@ -14,6 +14,17 @@ extern const struct rmr_store_ops store_ops;
 typedef void (*store_done_fn)(struct rmr_store_io *io, int status);
 void store_set_done(struct brmr_store *s, store_done_fn fn);
 
+/*
+ * Crash drill: the @p nth metadata write from now on (a dirty-map block or a
+ * metadata blob) lands only its first @p keep bytes, and every write after
+ * it fails with -EIO, as if the process had died in the middle of it.
+ * @p nth 0 only counts. store_meta_writes() tells how many metadata writes
+ * were made since; store_crashed() whether the drill fired.
+ */
+void store_crash_at(struct brmr_store *s, uint64_t nth, size_t keep);
+uint64_t store_meta_writes(const struct brmr_store *s);
+bool store_crashed(struct brmr_store *s);
+
 /* Start the I/O worker threads (brmr_store_serve() does it). @return 0 or -errno. */
 int store_workers_start(struct brmr_store *s);
 

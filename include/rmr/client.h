@@ -68,6 +68,13 @@ struct rmr_client_opts {
 	unsigned min_legs;              /**< members that must succeed a write (default 1) */
 	const struct rmr_client_ops *ops; /**< event callbacks, may be NULL */
 	void *priv;                     /**< passed to @c ops */
+	/**
+	 * Take the pool over from the writer that holds it (failover to this
+	 * host): the members fence the old writer, whose requests they refuse
+	 * from then on. Without it, opening a pool that another live writer
+	 * holds fails with -EBUSY.
+	 */
+	bool takeover;
 };
 
 /**
@@ -77,7 +84,9 @@ struct rmr_client_opts {
  *
  * @return 0 and the handle in @p out; -EINVAL for bad options; -ENOENT if
  *         the transport is unknown; -ETIMEDOUT if no member became NORMAL in
- *         time; -ENOMEM; another negative errno from the transport.
+ *         time; -EBUSY if another writer holds the pool (see @c takeover);
+ *         -ESTALE if a newer writer fenced this one; -ENOMEM; another
+ *         negative errno from the transport.
  */
 int rmr_client_open(const struct rmr_client_opts *opts, struct rmr_client **out);
 
@@ -87,7 +96,11 @@ int rmr_client_open(const struct rmr_client_opts *opts, struct rmr_client **out)
  */
 void rmr_client_close(struct rmr_client *c);
 
-/** Completion of a request: @p status is 0 or a negative errno. */
+/**
+ * Completion of a request: @p status is a negative errno, or on success the
+ * number of bytes a read-like request returned (its @c len unless the store
+ * returned fewer) and 0 for a write-like one.
+ */
 typedef void (*rmr_io_cb)(void *priv, int status);
 
 /** Most iovec entries in one request. */
@@ -104,6 +117,20 @@ struct rmr_io {
 	unsigned iovcnt;          /**< 0..RMR_MAX_IOV; data bytes must equal @c len */
 	rmr_io_cb cb;             /**< required */
 	void *priv;               /**< passed to @c cb */
+	/**
+	 * Read-like only: an argument sent with the request and handed to the
+	 * store (a key to look up, say), or NULL. @c arg_len + @c len must not
+	 * exceed max_io_size. Must stay valid until the callback.
+	 */
+	const void *arg;
+	uint32_t arg_len;         /**< bytes at @c arg */
+	/**
+	 * Read-like only: 0 to let the client pick a NORMAL member (round-robin,
+	 * retried on another one if it fails), or the id of the one member
+	 * that must serve it (completes with -ENXIO unless it is NORMAL, and is
+	 * not retried elsewhere).
+	 */
+	uint16_t member_id;
 };
 
 /** Flags of rmr_client_submit(). */
@@ -117,12 +144,16 @@ enum rmr_submit_flags {
  * @return 0 (the callback will run exactly once); -EAGAIN if every slot is
  *         busy and RMR_SUBMIT_WAIT is not set; -EINVAL for a malformed
  *         request (range outside the pool, length above max_io_size, iovec
- *         sum different from @c len, too many iovecs); -ESHUTDOWN if the
- *         pool is closing. On error the callback never runs.
+ *         sum different from @c len, too many iovecs, an argument or a
+ *         member id on a write-like request, argument and length together
+ *         above max_io_size); -ESHUTDOWN if the pool is closing. On error
+ *         the callback never runs.
  *
- * Completion status: 0; -EIO if no member could serve it (or fewer than
- * min_legs members applied a write); the member's negative errno for an
- * error the store itself reported on every member.
+ * Completion status: see #rmr_io_cb; -ENXIO if the member a read-like
+ * request names is not NORMAL; -EIO if no member could serve it (or fewer than
+ * min_legs members applied a write); -ESTALE once another writer took the
+ * pool over (every request from then on); the member's negative errno for
+ * an error the store itself reported on every member.
  */
 int rmr_client_submit(struct rmr_client *c, const struct rmr_io *io, unsigned flags);
 
@@ -139,6 +170,40 @@ int rmr_client_submit(struct rmr_client *c, const struct rmr_io *io, unsigned fl
  *         is (on) or is not (off) in maintenance.
  */
 int rmr_client_set_maintenance(struct rmr_client *c, uint16_t member_id, bool on);
+
+/**
+ * Add member @p member_id at @p addr to the pool, or attach a detached
+ * member again (@p addr NULL keeps its address). Writes are held until none
+ * is in flight; every member that is up records the new membership durably
+ * (and, for a new member, that it misses every chunk); then the client
+ * connects to it and it copies what it lacks from its peers by itself,
+ * while I/O goes on. Its brmr-server must serve a store of this pool under
+ * that id. Blocks until the members took the change.
+ *
+ * @return 0; -EINVAL for a bad id or address (a new member needs one);
+ *         -EEXIST if it is a member already; -ENOSPC if the pool has
+ *         RMR_MAX_MEMBERS members; -EBUSY if another change runs; -EIO if
+ *         no member took it; -ESHUTDOWN if the pool is closing or fenced.
+ */
+int rmr_client_add_member(struct rmr_client *c, uint16_t member_id, const char *addr);
+
+/**
+ * Remove member @p member_id from the pool while I/O goes on: deleted
+ * (@p detach false: the members forget it; adding it back later copies
+ * everything), or detached (@p detach true: it stays a member out of I/O
+ * and the others keep marking what it misses, so that attaching it again
+ * with rmr_client_add_member() copies only that). Refused unless every
+ * remaining NORMAL member holds every chunk itself: the member leaving may
+ * hold the only copy of some otherwise. Blocks until the members took the
+ * change.
+ *
+ * @return 0; -EINVAL for a bad id; -ENOENT if it is not a member;
+ *         -EALREADY if it is detached already; -EBUSY if no other member is
+ *         NORMAL, fewer than min_legs would stay, a remaining member still
+ *         copies chunks in, or another change runs; -EIO if no member took
+ *         it; -ESHUTDOWN if the pool is closing or fenced.
+ */
+int rmr_client_remove_member(struct rmr_client *c, uint16_t member_id, bool detach);
 
 /** What the members told about the pool. */
 struct rmr_pool_info {

@@ -51,7 +51,10 @@ typedef struct rmr_uuid {
 	X(NORMAL, "normal")             /**< healthy: serves reads, gets writes */ \
 	X(FAILED, "failed")             /**< session lost; reconnect pending */ \
 	X(RECONNECTING, "reconnecting") /**< connected, not yet admitted to I/O */ \
-	X(MAINTENANCE, "maintenance")   /**< taken out by the operator */
+	X(MAINTENANCE, "maintenance")   /**< taken out by the operator */    \
+	X(DETACHED, "detached")         /**< removed from I/O and disconnected by the operator; \
+	                                     the others track what it misses */ \
+	X(REMOVED, "removed")           /**< no longer a member of the pool */
 
 /** Member session states; see #RMR_MEMBER_STATES. */
 enum rmr_member_state {
@@ -146,13 +149,21 @@ struct rmr_pool_status {
 	uint32_t inflight;            /**< slots in use */
 	uint32_t normal_members;      /**< members in NORMAL */
 	uint32_t nmembers;            /**< entries used in @c members */
-	struct rmr_member_status members[RMR_MAX_MEMBERS]; /**< one per member, in open order */
+	struct rmr_member_status members[RMR_MAX_MEMBERS]; /**< one per member (deleted ones left out) */
+	uint64_t writer_epoch;        /**< the writer epoch the members granted this client */
+	uint64_t membership_ver;      /**< version of the pool's membership (0: as formatted) */
+	bool fenced;                  /**< another writer took the pool over: all I/O fails -ESTALE */
 };
 
 /** Output formats of the status formatters. */
 enum rmr_format {
 	RMR_FORMAT_TEXT = 0, /**< a table for humans */
 	RMR_FORMAT_JSON = 1, /**< one JSON object */
+	/**
+	 * Prometheus text exposition format (version 0.0.4): the counters and
+	 * gauges, labelled with pool, member and peer, each with HELP and TYPE.
+	 */
+	RMR_FORMAT_PROMETHEUS = 2,
 };
 
 /**

@@ -40,6 +40,9 @@ struct rmr_store_io {
 	uint32_t len;          /**< bytes in the range */
 	void *data;            /**< write: payload (NULL if none); read: @c len bytes to fill */
 	uint32_t data_len;     /**< bytes at @c data (0 or @c len) */
+	const void *arg;       /**< read: the request's argument (rmr_io.arg), NULL if none;
+	                            it does not overlap @c data */
+	uint32_t arg_len;      /**< bytes at @c arg */
 };
 
 /**
@@ -51,7 +54,8 @@ struct rmr_store_ops {
 	/**
 	 * Apply @p io. The store calls rmr_store_io_done(@p io, status) exactly
 	 * once, from any thread, possibly before returning. A negative status
-	 * is sent to the client as is.
+	 * is sent to the client as is. A read-like request may fill fewer than
+	 * @c len bytes: the status then says how many.
 	 */
 	void (*io)(void *store, struct rmr_store_io *io);
 	/**
@@ -101,7 +105,9 @@ struct rmr_store_ops {
 /**
  * Report the completion of a store request.
  * @param io the request the store got through @c io.
- * @param status 0 or a negative errno.
+ * @param status 0 or a negative errno; for a read-like request a positive
+ *        status is the number of bytes filled, if fewer than @c len (0
+ *        means all of them).
  */
 void rmr_store_io_done(struct rmr_store_io *io, int status);
 
@@ -110,7 +116,7 @@ size_t rmr_server_meta_max(void);
 
 /**
  * Bytes of the dirty-map area a store keeps for a pool (see @c map_read):
- * one bit per chunk for each of RMR_MAX_MEMBERS members, each member's
+ * one bit per chunk for each possible member id (1..RMR_MAX_MEMBER_ID), each member's
  * bitmap rounded up to 4 KiB.
  * @return the size, or 0 if the geometry is invalid.
  */
@@ -141,6 +147,14 @@ struct rmr_server_events {
 	 * @p source_id) finished with @p status (0 or a negative errno).
 	 */
 	void (*map_update)(void *priv, const char *pool, uint16_t source_id, int status);
+	/**
+	 * This member's verify of @p pool (rmr_server_verify()): @p done of
+	 * @p total chunks compared, @p mismatches of them found to differ on
+	 * some peer so far. Called about once a second, and once more when it
+	 * ends (@p done == @p total, or stopped).
+	 */
+	void (*verify_progress)(void *priv, const char *pool, uint64_t done, uint64_t total,
+				uint64_t mismatches);
 };
 
 /** Options of rmr_server_create(). Zero means "default" for every number. */
@@ -188,6 +202,13 @@ struct rmr_pool_params {
 	const struct rmr_peer *peers; /**< where the other members listen; copied */
 	unsigned sync_queue_depth;   /**< resync pieces in flight (default 32, max 256) */
 	uint64_t resync_rate;        /**< resync bytes per second, 0 = unlimited */
+	/**
+	 * The store is a blank replacement for member @c member_id: every
+	 * chunk is recorded dirty for it and copied from the peers while it
+	 * serves (a chunk is read or written only once it is copied in). Only
+	 * for a store that never served the pool (-EEXIST otherwise).
+	 */
+	bool replace;
 };
 
 /**
@@ -195,8 +216,9 @@ struct rmr_pool_params {
  * @return 0 and the handle in @p out; -EINVAL for bad parameters or ops, or
  *         a pool of more than 2^29 chunks;
  *         -EEXIST if the server already serves a pool with that UUID or
- *         name; -ENOSPC if it serves RMR_SERVER_MAX_POOLS pools already; -EBADMSG if the metadata blob is corrupt; -errno from
- *         @c meta_load.
+ *         name; -ENOSPC if it serves RMR_SERVER_MAX_POOLS pools already;
+ *         -EBADMSG if the metadata blob is corrupt; -EEXIST for @c replace
+ *         on a store that served the pool before; -errno from @c meta_load.
  */
 int rmr_server_add_pool(struct rmr_server *s, const struct rmr_pool_params *params,
 			const struct rmr_store_ops *ops, void *store,
@@ -207,6 +229,54 @@ int rmr_server_add_pool(struct rmr_server *s, const struct rmr_pool_params *para
  * waited for. The store may be closed afterwards.
  */
 void rmr_server_remove_pool(struct rmr_server_pool *p);
+
+/**
+ * Pause (@p paused true) or resume this member's background resync of
+ * @p p. While paused no chunk is copied in by the resync; a client request
+ * that touches a chunk this member missed still gets it copied first, so
+ * I/O goes on. Not persistent: a restarted member resyncs again.
+ * @return 0; -EALREADY if it already is (or is not) paused.
+ */
+int rmr_server_resync_pause(struct rmr_server_pool *p, bool paused);
+
+/**
+ * Set the background resync's rate limit of @p p, in bytes per second (0:
+ * unlimited), from now on. Not persistent.
+ * @return 0.
+ */
+int rmr_server_resync_rate(struct rmr_server_pool *p, uint64_t bytes_per_s);
+
+/** What rmr_server_verify() compares. */
+struct rmr_verify_opts {
+	size_t size;                 /**< sizeof(struct rmr_verify_opts) */
+	uint64_t first_chunk;        /**< first chunk to compare */
+	uint64_t chunks;             /**< chunks to compare, 0 = up to the end of the pool */
+	/**
+	 * Mark each chunk that differs dirty for the members that differ from
+	 * this one, on every member, so that they copy it from this one.
+	 */
+	bool repair;
+};
+
+/**
+ * Verify online: this member compares the checksums of its chunks with
+ * those of every peer whose member-to-member session is up, in the
+ * background, while I/O goes on; a chunk counts as different only if it
+ * still differs when asked again a little later. Progress and the chunks
+ * found are in the status (and the @c verify_progress event).
+ *
+ * @return 0; -EBUSY if a verify runs already; -EAGAIN if this member does
+ *         not hold every chunk itself (it still resyncs, or never took the
+ *         maps) and so cannot be the reference; -EINVAL for a range outside
+ *         the pool.
+ */
+int rmr_server_verify(struct rmr_server_pool *p, const struct rmr_verify_opts *opts);
+
+/** Stop a running verify. @return 0, or -EALREADY if none runs. */
+int rmr_server_verify_stop(struct rmr_server_pool *p);
+
+/** Chunks a verify lists in the status (the first ones found). */
+#define RMR_VERIFY_FOUND_MAX 32
 
 /** A member-to-member session as the dialing member sees it. */
 struct rmr_peer_status {
@@ -229,6 +299,9 @@ struct rmr_server_pool_status {
 	uint32_t chunk_size;          /**< bytes per chunk */
 	uint64_t map_ver;             /**< highest map version seen */
 	uint64_t missed_mask;         /**< members (bit n = id n) known to have missed writes */
+	uint64_t members_mask;        /**< the pool's members as this member knows them (bit n = id n) */
+	uint64_t detached_mask;       /**< those of them detached: out of I/O, their misses tracked */
+	uint64_t membership_ver;      /**< version of that membership (0: as formatted) */
 	uint64_t dirty_chunks[RMR_MAX_MEMBER_ID + 1]; /**< per member id: chunks it missed, as recorded here */
 	uint32_t sessions;            /**< client sessions attached */
 	uint64_t reads;               /**< read requests served */
@@ -241,6 +314,7 @@ struct rmr_server_pool_status {
 	uint32_t sync_queue_depth;    /**< resync pieces allowed in flight */
 	uint64_t resync_rate_limit;   /**< bytes per second, 0 = unlimited */
 	bool resync_running;          /**< own dirty chunks are being copied in (or wait for the rate limit) */
+	bool resync_paused;           /**< the background resync is paused by the operator */
 	bool resync_waiting;          /**< own chunks dirty, but not copied now: no peer up, or the maps not taken yet */
 	uint64_t resync_total;        /**< chunks dirty for this member since it last was clean */
 	uint64_t resync_done;         /**< of those, chunks copied in (or overwritten whole) */
@@ -248,7 +322,24 @@ struct rmr_server_pool_status {
 	uint64_t resync_bps;          /**< copy rate over the last seconds, bytes per second */
 	uint64_t resync_eta_s;        /**< seconds left at that rate (0 if unknown or done) */
 	uint64_t served_sync_bytes;   /**< bytes sent to peers for their resync */
+	bool verify_running;          /**< a verify (rmr_server_verify()) runs on this member */
+	bool verify_repair;           /**< it repairs what it finds */
+	uint64_t verify_total;        /**< chunks it compares (the last one, once done) */
+	uint64_t verify_done;         /**< of those, chunks compared so far */
+	uint64_t verify_mismatches;   /**< chunks found different on at least one peer */
+	uint64_t verify_repaired;     /**< of those, chunks marked dirty for resync */
+	uint64_t verify_skipped;      /**< chunk comparisons skipped: a side is known to miss it */
+	uint32_t verify_nfound;       /**< entries used in @c verify_found */
+	uint64_t verify_found[RMR_VERIFY_FOUND_MAX];      /**< chunks found different */
+	uint64_t verify_found_ids[RMR_VERIFY_FOUND_MAX];  /**< for each, the members (bit n = id n) that differ */
 	uint64_t map_pulls;           /**< dirty-map updates taken from a peer */
+	uint32_t al_ranges;           /**< activity log: chunk ranges written lately */
+	uint64_t al_chunks;           /**< activity log: chunks those ranges cover */
+	uint64_t al_writes;           /**< activity log records written since start */
+	uint64_t al_evictions;        /**< ranges dropped from the log to make room */
+	bool al_stale;                /**< the log holds ranges of a writer that is gone */
+	uint64_t writer_epoch;        /**< the writer epoch this member granted last */
+	uint64_t fenced_requests;     /**< requests and hellos refused from fenced writers */
 	uint32_t npeers;              /**< entries used in @c peers */
 	struct rmr_peer_status peers[RMR_MAX_MEMBERS]; /**< member-to-member sessions this member dials */
 };

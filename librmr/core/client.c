@@ -35,7 +35,7 @@ unsigned client_normal_count(struct rmr_client *c)
 }
 
 /* The one door through which a member session changes state. */
-static void member_set_state(struct member *m, enum rmr_member_state to, const char *reason)
+void member_set_state(struct member *m, enum rmr_member_state to, const char *reason)
 {
 	struct rmr_client *c = m->c;
 	enum rmr_member_state from = m->state;
@@ -102,7 +102,7 @@ static void ctrl_encode(struct rmr_client *c, struct ctrl_msg *cm, unsigned type
 	rmr_wire_encode(&cm->hdr, &msg);
 }
 
-static int send_ctrl(struct member *m, struct ctrl_msg *cm, size_t body_len)
+int member_send_ctrl(struct member *m, struct ctrl_msg *cm, size_t body_len)
 {
 	struct iovec iov[2] = {
 		{ .iov_base = &cm->hdr, .iov_len = sizeof(cm->hdr) },
@@ -127,7 +127,7 @@ static void schedule_reconnect(struct member *m)
 							      c->opts.reconnect_max_ms);
 }
 
-static void member_drop_conn(struct member *m)
+void member_drop_conn(struct member *m)
 {
 	struct rmr_client *c = m->c;
 
@@ -144,15 +144,25 @@ static void member_drop_conn(struct member *m)
 	m->hello_done = false;
 	m->tx_inflight = 0;
 	m->hello.sending = m->heartbeat.sending = m->goodbye.sending = m->pull.sending = false;
+	m->membership.sending = false;
 }
 
 static void check_open_done(struct rmr_client *c);
+static void finish_open(struct rmr_client *c);
 
 void member_fail(struct member *m, const char *reason)
 {
 	struct rmr_client *c = m->c;
 
 	member_drop_conn(m);
+	client_membership_member_lost(m);
+	/* Out of the pool, or held out of it by the operator: not dialed again. */
+	if (m->state == RMR_MEMBER_DETACHED || m->state == RMR_MEMBER_REMOVED) {
+		m->resolved = true;
+		m->want_pull = m->pulling = m->reconciling = false;
+		check_open_done(c);
+		return;
+	}
 	m->resolved = true;
 	/*
 	 * A pull given up on may still finish on the member: writes from now
@@ -161,6 +171,7 @@ void member_fail(struct member *m, const char *reason)
 	if (m->pulling)
 		c->map_ver++;
 	m->want_pull = m->pulling = false; /* writes thaw on the next tick */
+	m->reconciling = false;            /* the open picks another source */
 	if (m->state != RMR_MEMBER_FAILED) {
 		if (m->state == RMR_MEMBER_NORMAL)
 			m->errors++;
@@ -169,12 +180,16 @@ void member_fail(struct member *m, const char *reason)
 	} else {
 		snprintf(m->reason, sizeof(m->reason), "%s", reason);
 	}
-	if (!c->closing && !m->next_connect)
+	if (!c->closing && !c->fenced && !m->next_connect)
 		schedule_reconnect(m);
+	/* A refusal by a live writer is retried until the open deadline: it may
+	 * be a crashed one whose session the member has not seen die yet. */
+	if (m->busy && c->opening)
+		m->resolved = false;
 	check_open_done(c);
 }
 
-static void member_connect(struct member *m)
+void member_connect(struct member *m)
 {
 	struct rmr_client *c = m->c;
 	int ret;
@@ -199,19 +214,23 @@ static void member_connect(struct member *m)
  * once it took the dirty maps from a current member: it then copies what it
  * missed from its peers by itself, and never serves a stale chunk.
  */
-static void member_admit(struct member *m)
+void member_admit(struct member *m)
 {
 	struct rmr_client *c = m->c;
 
 	if (m->state != RMR_MEMBER_RECONNECTING || m->want_pull)
 		return;
+	/* A member that missed a membership change learns it first. */
+	if (client_membership_push(m))
+		return;
 	if (m->maintenance) {
 		member_set_state(m, RMR_MEMBER_MAINTENANCE, "reconnected; held out by the operator");
 		return;
 	}
-	if (c->missed_ids & (1ull << m->id)) {
+	if ((c->missed_ids & (1ull << m->id)) || m->stale_al) {
 		m->want_pull = true;
-		snprintf(m->reason, sizeof(m->reason), "missed writes; taking the dirty maps");
+		snprintf(m->reason, sizeof(m->reason), "%s; taking the dirty maps",
+			 m->stale_al ? "crashed writer's activity log" : "missed writes");
 		client_try_pulls(c);
 		return;
 	}
@@ -232,7 +251,7 @@ static void send_pull(struct member *m, const struct member *src)
 
 	m->pull.kind = SEND_CTRL;
 	rmr_wire_encode(&m->pull.hdr, &msg);
-	if (send_ctrl(m, &m->pull, 0) < 0) {
+	if (member_send_ctrl(m, &m->pull, 0) < 0) {
 		member_fail(m, "cannot send map pull");
 		return;
 	}
@@ -293,6 +312,7 @@ static void on_pull_rsp(struct member *m, const struct rmr_msg *msg)
 		member_fail(m, why);
 	} else {
 		c->missed_ids &= ~(1ull << m->id);
+		m->stale_al = false;
 		if (c->ops.dirty_tracking)
 			c->ops.dirty_tracking(c->opts.priv, m->id, false);
 		c->map_ver = RMR_MAX(c->map_ver, msg->map_ver);
@@ -304,14 +324,89 @@ static void on_pull_rsp(struct member *m, const struct rmr_msg *msg)
 	client_try_pulls(c);
 }
 
+/*
+ * The previous writer exited uncleanly if a member reports a stale activity
+ * log: its last writes may have reached some members only. Before any I/O,
+ * the member chosen as source (current, highest map version) marks the
+ * ranges of its log dirty for every other member; the others then take its
+ * maps and add the ranges of their own logs (map_transfer.c), so that every
+ * chunk that may differ is copied from the source. Returns true while the
+ * open waits for that.
+ */
+static bool open_reconcile(struct rmr_client *c)
+{
+	struct member *src = NULL;
+	struct rmr_msg msg = { .type = RMR_MSG_RECONCILE };
+	uint64_t timeout = RMR_MAX((uint64_t)c->opts.request_timeout_ms, 30000);
+
+	if (c->reconciled)
+		return false;
+	for (unsigned i = 0; i < c->nmembers; i++) {
+		struct member *m = &c->members[i];
+
+		if (m->reconciling)
+			return true;
+		if (m->hello_done && m->state == RMR_MEMBER_RECONNECTING && !m->maintenance &&
+		    !(c->missed_ids & (1ull << m->id)) && (!src || m->map_ver > src->map_ver))
+			src = m;
+	}
+	if (!src || !src->stale_al) {
+		c->reconciled = true;
+		return false;
+	}
+	msg.pool_uuid = c->uuid;
+	msg.map_ver = c->map_ver;
+	src->pull.kind = SEND_CTRL;
+	rmr_wire_encode(&src->pull.hdr, &msg);
+	if (member_send_ctrl(src, &src->pull, 0) < 0) {
+		member_fail(src, "cannot send reconcile");
+		return true;
+	}
+	src->reconciling = true;
+	src->pull_deadline = loop_now(c->loop) + timeout * NS_PER_MS;
+	log_notice("pool=%s member=%u addr=%s: the last writer exited uncleanly; members converge on this one",
+		   c->name, src->id, src->addr);
+	return true;
+}
+
+static void on_reconcile_rsp(struct member *m, const struct rmr_msg *msg)
+{
+	struct rmr_client *c = m->c;
+
+	if (!m->reconciling)
+		return;
+	m->reconciling = false;
+	if (msg->status < 0) {
+		member_fail(m, "reconcile failed");
+		return;
+	}
+	m->stale_al = false;
+	m->map_ver = msg->map_ver;
+	c->map_ver = RMR_MAX(c->map_ver, msg->map_ver);
+	client_note_missed(c, msg->missed);
+	c->reconciled = true;
+	if (c->opening)
+		finish_open(c);
+}
+
 static void finish_open(struct rmr_client *c)
 {
+	bool busy = false;
+
+	if (!c->fenced && open_reconcile(c))
+		return;
 	for (unsigned i = 0; i < c->nmembers; i++)
 		member_admit(&c->members[i]);
+	for (unsigned i = 0; i < c->nmembers; i++)
+		busy |= c->members[i].busy;
 	pthread_mutex_lock(&c->state_lock);
 	c->opening = false;
 	c->open_done = true;
-	if (client_normal_count(c) > 0)
+	if (c->fenced)
+		c->open_status = -ESTALE;
+	else if (busy)
+		c->open_status = -EBUSY; /* a second writer, even where members granted it */
+	else if (client_normal_count(c) > 0)
 		c->open_status = 0;
 	else if (c->geometry_known)
 		c->open_status = -EIO; /* members answered, none holds current data */
@@ -324,11 +419,22 @@ static void finish_open(struct rmr_client *c)
 /* While opening, wait until every member answered or failed once. */
 static void check_open_done(struct rmr_client *c)
 {
+	bool answered = false;
+
 	if (!c->opening)
 		return;
-	for (unsigned i = 0; i < c->nmembers; i++)
+	for (unsigned i = 0; i < c->nmembers; i++) {
 		if (!c->members[i].resolved)
 			return;
+		answered |= c->members[i].hello_done;
+	}
+	/*
+	 * Every member failed once, none answered: members that are still
+	 * starting (or a loaded host) fail a first connect, so keep dialing
+	 * them until the open deadline rather than giving up now.
+	 */
+	if (!answered && !c->fenced)
+		return;
 	finish_open(c);
 }
 
@@ -343,10 +449,15 @@ static bool hello_matches_pool(struct member *m, const struct rmr_msg *msg,
 		snprintf(why, whylen, "serves pool '%s', not '%s'", h->pool_name, c->name);
 		return false;
 	}
+	/* A member added at run time is dialed as the id the membership gives it. */
+	if (m->id && m->id != h->member_id) {
+		snprintf(why, whylen, "answers as member %u, not %u", h->member_id, m->id);
+		return false;
+	}
 	for (unsigned i = 0; i < c->nmembers; i++) {
 		struct member *o = &c->members[i];
 
-		if (o != m && o->id == h->member_id) {
+		if (o != m && o->id == h->member_id && o->state != RMR_MEMBER_REMOVED) {
 			snprintf(why, whylen, "member id %u already used by %s", h->member_id, o->addr);
 			return false;
 		}
@@ -362,9 +473,9 @@ static bool hello_matches_pool(struct member *m, const struct rmr_msg *msg,
 		snprintf(why, whylen, "pool UUID differs from the other members'");
 		return false;
 	}
-	if (h->pool_size != c->pool_size || h->chunk_size != c->chunk_size ||
-	    h->members != c->members_ids) {
-		snprintf(why, whylen, "pool geometry or membership differs from the other members'");
+	/* Memberships may differ in version: client_membership_hello() sorts that out. */
+	if (h->pool_size != c->pool_size || h->chunk_size != c->chunk_size) {
+		snprintf(why, whylen, "pool geometry differs from the other members'");
 		return false;
 	}
 	return true;
@@ -376,8 +487,14 @@ static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
 	struct rmr_hello_rsp h;
 	char why[192];
 
+	if (msg->status == -ESTALE) {
+		client_fence(c, "a member refused the hello: a newer writer holds the pool");
+		return;
+	}
+	m->busy = msg->status == -EBUSY;
 	if (msg->status < 0) {
-		snprintf(why, sizeof(why), "refused: %s", strerror(-msg->status));
+		snprintf(why, sizeof(why), "refused: %s",
+			 m->busy ? "another writer holds the pool" : strerror(-msg->status));
 		member_fail(m, why);
 		return;
 	}
@@ -392,7 +509,6 @@ static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
 		c->uuid = msg->pool_uuid;
 		c->pool_size = h.pool_size;
 		c->chunk_size = h.chunk_size;
-		c->members_ids = h.members;
 		c->max_io_size = RMR_MIN(c->opts.max_io_size, h.max_io_size);
 	}
 	if (h.max_io_size < c->max_io_size) {
@@ -403,8 +519,12 @@ static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
 	if (m->incarnation && m->incarnation != h.incarnation)
 		log_info("pool=%s member=%u: member process restarted", c->name, h.member_id);
 	m->id = h.member_id;
+	if (!client_membership_hello(m, &h.membership))
+		return;
 	m->map_ver = h.map_ver;
 	m->incarnation = h.incarnation;
+	m->stale_al = (h.flags & RMR_HELLO_RSP_STALE_AL) != 0;
+	c->writer_epoch = RMR_MAX(c->writer_epoch, h.writer_epoch);
 	m->hello_done = true;
 	m->resolved = true;
 	c->map_ver = RMR_MAX(c->map_ver, h.map_ver);
@@ -415,6 +535,17 @@ static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
 		check_open_done(c);
 	else
 		member_admit(m);
+}
+
+void client_fence(struct rmr_client *c, const char *why)
+{
+	if (c->fenced)
+		return;
+	c->fenced = true;
+	log_err("pool=%s: fenced: %s; every request fails from now on", c->name, why);
+	for (unsigned i = 0; i < c->nmembers; i++)
+		member_fail(&c->members[i], "fenced: another writer took the pool over");
+	check_open_done(c);
 }
 
 /* Give back the buffer being handled, unless closing the session already did. */
@@ -469,6 +600,14 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 		if (m->hello_done)
 			on_pull_rsp(m, &msg);
 		break;
+	case RMR_MSG_RECONCILE_RSP:
+		if (m->hello_done)
+			on_reconcile_rsp(m, &msg);
+		break;
+	case RMR_MSG_MEMBERSHIP_RSP:
+		if (m->hello_done)
+			client_membership_on_rsp(m, &msg);
+		break;
 	case RMR_MSG_GOODBYE:
 		member_fail(m, "member said goodbye");
 		break;
@@ -483,6 +622,12 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 	case RMR_MSG_SYNC_READ_RSP:
 	case RMR_MSG_MAP_CLEAR:
 	case RMR_MSG_MAP_CLEAR_RSP:
+	case RMR_MSG_RECONCILE:
+	case RMR_MSG_CHUNK_SUM:
+	case RMR_MSG_CHUNK_SUM_RSP:
+	case RMR_MSG_MAP_MARK:
+	case RMR_MSG_MAP_MARK_RSP:
+	case RMR_MSG_MEMBERSHIP:
 		log_err("pool=%s member=%u: unexpected %s from a member", c->name, m->id,
 			rmr_msg_type_name(msg.type));
 		member_fail(m, "protocol violation");
@@ -501,6 +646,9 @@ static void ev_connected(void *ev_ctx, void *conn_ctx, int status)
 		.max_io_size = c->opts.max_io_size,
 		.heartbeat_ms = c->opts.heartbeat_ms,
 		.incarnation = c->incarnation,
+		/* A takeover is asked for while opening; afterwards the epoch says it. */
+		.flags = c->opts.takeover && c->opening ? RMR_HELLO_TAKEOVER : 0,
+		.writer_epoch = c->writer_epoch,
 	};
 	int ret;
 
@@ -518,7 +666,7 @@ static void ev_connected(void *ev_ctx, void *conn_ctx, int status)
 	snprintf(h.pool_name, sizeof(h.pool_name), "%s", c->name);
 	ctrl_encode(c, &m->hello, RMR_MSG_HELLO, sizeof(struct rmr_wire_hello), 0);
 	rmr_wire_encode_hello(&m->hello.body.hello, &h);
-	ret = send_ctrl(m, &m->hello, sizeof(struct rmr_wire_hello));
+	ret = member_send_ctrl(m, &m->hello, sizeof(struct rmr_wire_hello));
 	if (ret < 0)
 		member_fail(m, "cannot send hello");
 }
@@ -593,7 +741,7 @@ static void client_tick(void *ctx, uint64_t now)
 		}
 		if (m->conn && m->hello_done && now - m->last_tx >= hb) {
 			ctrl_encode(c, &m->heartbeat, RMR_MSG_HEARTBEAT, 0, 0);
-			send_ctrl(m, &m->heartbeat, 0);
+			member_send_ctrl(m, &m->heartbeat, 0);
 		}
 		if (!m->conn && m->next_connect && now >= m->next_connect && !c->closing)
 			member_connect(m);
@@ -603,6 +751,8 @@ static void client_tick(void *ctx, uint64_t now)
 	for (unsigned i = 0; i < c->nmembers; i++) {
 		struct member *m = &c->members[i];
 
+		if (m->reconciling && now > m->pull_deadline)
+			member_fail(m, "reconcile timed out");
 		if (m->pulling && now > m->pull_deadline) {
 			if (c->ops.map_update)
 				c->ops.map_update(c->opts.priv, m->id, m->pull_source, -ETIMEDOUT);
@@ -612,6 +762,7 @@ static void client_tick(void *ctx, uint64_t now)
 	}
 	if (want_pull)
 		client_try_pulls(c);
+	client_membership_step(c, now);
 	if (c->opening && now >= c->open_deadline)
 		finish_open(c);
 }
@@ -802,7 +953,7 @@ static void say_goodbye(void *arg)
 
 		if (m->hello_done) {
 			ctrl_encode(c, &m->goodbye, RMR_MSG_GOODBYE, 0, 0);
-			send_ctrl(m, &m->goodbye, 0);
+			member_send_ctrl(m, &m->goodbye, 0);
 		}
 	}
 }
@@ -939,11 +1090,17 @@ static void fill_status(void *arg)
 	st->queue_depth = c->qd;
 	st->inflight = slot_pool_used(&c->slot_pool);
 	st->normal_members = client_normal_count(c);
-	st->nmembers = c->nmembers;
+	st->writer_epoch = c->writer_epoch;
+	st->fenced = c->fenced;
+	st->membership_ver = c->membership.version;
 	for (unsigned i = 0; i < c->nmembers; i++) {
 		struct member *m = &c->members[i];
-		struct rmr_member_status *ms = &st->members[i];
+		struct rmr_member_status *ms;
 
+		/* Members deleted from the pool are not part of its state any more. */
+		if (m->state == RMR_MEMBER_REMOVED)
+			continue;
+		ms = &st->members[st->nmembers++];
 		ms->member_id = m->id;
 		ms->state = m->state;
 		snprintf(ms->addr, sizeof(ms->addr), "%s", m->addr);

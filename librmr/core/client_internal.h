@@ -62,14 +62,28 @@ struct slot {
 	struct leg legs[RMR_MAX_MEMBERS];
 };
 
-/* Small control messages (HELLO, HEARTBEAT, GOODBYE) of one member session. */
+/* Small control messages (HELLO, HEARTBEAT, GOODBYE, MEMBERSHIP) of one member session. */
 struct ctrl_msg {
 	uint8_t kind;            /* SEND_CTRL */
 	struct rmr_wire_hdr hdr;
 	union {
 		struct rmr_wire_hello hello;
+		uint8_t members[RMR_WIRE_MEMBERS_MAX];
 	} body;
 	bool sending;
+};
+
+/* A membership change the operator asked for (client_membership.c). */
+enum mc_phase { MC_IDLE, MC_DRAIN, MC_CHECK, MC_COMMIT };
+struct mchange {
+	enum mc_phase phase;
+	uint16_t id;                 /* the member added, removed or detached */
+	bool add;                    /* add (or attach again); else remove */
+	bool detach;                 /* remove: keep tracking what it misses */
+	struct rmr_membership next;  /* the membership it makes */
+	bool refused;                /* a member said no in the check */
+	unsigned applied;            /* members that took the commit */
+	int result;
 };
 
 struct member {
@@ -91,10 +105,17 @@ struct member {
 	uint64_t map_ver, incarnation;
 	unsigned tx_inflight;
 	unsigned inflight;
-	struct ctrl_msg hello, heartbeat, goodbye, pull;
+	struct ctrl_msg hello, heartbeat, goodbye, pull, membership;
 	bool maintenance;            /* the operator holds it out of I/O */
 	bool want_pull;              /* missed writes: must take the maps before NORMAL */
 	bool pulling;                /* MAP_PULL sent, no answer yet */
+	bool stale_al;               /* holds an activity log of a writer that crashed */
+	bool reconciling;            /* RECONCILE sent, no answer yet (uses @pull) */
+	bool busy;                   /* its last hello was refused: another writer holds the pool */
+	uint64_t membership_ver;     /* the membership version it holds */
+	bool pushing;                /* MEMBERSHIP sent to bring it up to date, no answer yet */
+	bool mc_waiting;             /* MEMBERSHIP of an operator change sent, no answer yet */
+	uint64_t mc_deadline;        /* ns */
 	uint16_t pull_source;
 	uint64_t pull_deadline;      /* ns */
 	/* counters */
@@ -118,9 +139,19 @@ struct rmr_client {
 	uint32_t chunk_size;
 	uint64_t members_ids;        /* every member id of the pool */
 	uint32_t max_io_size;
+	struct rmr_membership membership; /* the newest the members told, or the client made */
+	struct mchange mc;           /* a membership change in progress: writes are held */
 
 	uint64_t map_ver;
 	uint64_t missed_ids;         /* member ids known to have missed writes */
+	/*
+	 * Open: members that hold a crashed writer's activity log converge on
+	 * one source before any I/O (see open_reconcile). Set once done or
+	 * not needed.
+	 */
+	bool reconciled;
+	uint64_t writer_epoch;       /* highest the members granted */
+	bool fenced;                 /* a newer writer took the pool: every request fails */
 	unsigned nmembers;
 	struct member members[RMR_MAX_MEMBERS];
 	unsigned rr_next;            /* round-robin cursor for reads */
@@ -157,12 +188,41 @@ struct rmr_client {
 
 /* client.c */
 void member_fail(struct member *m, const char *reason);
+void member_set_state(struct member *m, enum rmr_member_state to, const char *reason);
+void member_connect(struct member *m);
+void member_drop_conn(struct member *m);
+void member_admit(struct member *m);
+int member_send_ctrl(struct member *m, struct ctrl_msg *cm, size_t body_len);
+/* Writes are held (a map pull or a membership change waits for them to drain). */
+static inline bool client_writes_held(const struct rmr_client *c)
+{
+	return c->frozen || c->mc.phase != MC_IDLE;
+}
 int member_send(struct member *m, const struct iovec *iov, int iovcnt, void *op_ctx);
 unsigned client_normal_count(struct rmr_client *c);
 /* Add @ids to the members recorded as having missed writes (and tell the consumer). */
 void client_note_missed(struct rmr_client *c, uint64_t ids);
+/* A member said another writer took the pool over: stop for good. */
+void client_fence(struct rmr_client *c, const char *why);
 /* Writes are frozen and may have drained: send the map pulls that wait. */
 void client_try_pulls(struct rmr_client *c);
+
+/* client_membership.c */
+/*
+ * A member answered its hello with membership @ms: take it if it is newer
+ * (members join, leave or detach here), or note that the member must be
+ * brought up to date before it is admitted. Returns false if the member is
+ * not (or no longer) part of the pool: it was failed and will not be
+ * dialed again.
+ */
+bool client_membership_hello(struct member *m, const struct rmr_membership *ms);
+/* Bring @m's membership up to date before admission: true while that is under way. */
+bool client_membership_push(struct member *m);
+void client_membership_on_rsp(struct member *m, const struct rmr_msg *msg);
+/* @m failed: an answer it owed is counted as a refusal. */
+void client_membership_member_lost(struct member *m);
+/* Periodic, and when writes drain: move a change along. */
+void client_membership_step(struct rmr_client *c, uint64_t now);
 
 /* client_io.c */
 void client_io_drain_submissions(struct rmr_client *c);

@@ -90,6 +90,13 @@ int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned fla
 		return -EINVAL;
 	if (io->kind == RMR_IO_READ && (!io->len || data_len != io->len))
 		return -EINVAL;
+	if (io->kind == RMR_IO_WRITE && (io->arg_len || io->member_id))
+		return -EINVAL;
+	if ((io->arg_len && !io->arg) || io->member_id > RMR_MAX_MEMBER_ID)
+		return -EINVAL;
+	/* The argument and the answer share the member's receive buffer. */
+	if (io->kind == RMR_IO_READ && (uint64_t)io->arg_len + io->len > c->max_io_size)
+		return -EINVAL;
 	if (data_len > c->max_io_size)
 		return -EINVAL;
 	if (io->addr > c->pool_size || io->len > c->pool_size - io->addr)
@@ -160,6 +167,8 @@ static void complete(struct rmr_client *c, struct slot *s, int status)
 	release_slot(c, s);
 	if (was_write && c->frozen)
 		client_try_pulls(c);
+	if (was_write && c->mc.phase == MC_DRAIN)
+		client_membership_step(c, loop_now(c->loop));
 }
 
 /* --- sending ------------------------------------------------------------- */
@@ -170,6 +179,7 @@ static int send_leg(struct rmr_client *c, struct slot *s, struct member *m, unsi
 {
 	struct leg *leg = &s->legs[m->index];
 	bool data = type == RMR_MSG_WRITE && s->data_len;
+	bool arg = type == RMR_MSG_READ && s->io.arg_len;
 	struct rmr_msg msg = {
 		.type = type,
 		.pool_uuid = c->uuid,
@@ -180,7 +190,7 @@ static int send_leg(struct rmr_client *c, struct slot *s, struct member *m, unsi
 		.map_ver = c->map_ver,
 		.addr = s->io.addr,
 		.len = s->io.len,
-		.payload_len = data ? s->data_len : 0,
+		.payload_len = data ? s->data_len : arg ? s->io.arg_len : 0,
 		.missed = missed,
 	};
 	struct iovec iov[4] = { { .iov_base = &leg->hdr, .iov_len = sizeof(leg->hdr) } };
@@ -196,6 +206,9 @@ static int send_leg(struct rmr_client *c, struct slot *s, struct member *m, unsi
 			for (unsigned i = 0; i < s->io.iovcnt; i++)
 				iov[n++] = s->iov[i];
 		}
+	} else if (arg) {
+		iov[n].iov_base = (void *)s->io.arg;
+		iov[n++].iov_len = s->io.arg_len;
 	}
 	ret = member_send(m, iov, n, leg);
 	if (ret < 0)
@@ -213,13 +226,22 @@ static void slot_progress(struct rmr_client *c, struct slot *s);
 
 static void dispatch_read(struct rmr_client *c, struct slot *s)
 {
+	if (c->fenced) {
+		complete(c, s, -ESTALE);
+		return;
+	}
 	for (unsigned n = 0; n < c->nmembers; n++) {
 		unsigned i = (c->rr_next + n) % c->nmembers;
 		struct member *m = &c->members[i];
 
 		if (m->state != RMR_MEMBER_NORMAL || (s->tried_mask & bit(i)))
 			continue;
-		c->rr_next = (i + 1) % c->nmembers;
+		if (s->io.member_id) {
+			if (m->id != s->io.member_id)
+				continue;
+		} else {
+			c->rr_next = (i + 1) % c->nmembers;
+		}
 		s->tried_mask |= bit(i);
 		s->legs_mask = 0;
 		if (send_leg(c, s, m, RMR_MSG_READ, 0) == 0) {
@@ -228,14 +250,21 @@ static void dispatch_read(struct rmr_client *c, struct slot *s)
 		}
 		member_fail(m, "send failed");
 	}
-	complete(c, s, s->first_err ? s->first_err : -EIO);
+	if (s->io.member_id && !s->tried_mask)
+		complete(c, s, -ENXIO);
+	else
+		complete(c, s, s->first_err ? s->first_err : -EIO);
 }
 
 static void dispatch_write(struct rmr_client *c, struct slot *s)
 {
 	uint64_t normal = normal_ids(c), failed = 0;
 
-	if (c->frozen) {
+	if (c->fenced) {
+		complete(c, s, -ESTALE);
+		return;
+	}
+	if (client_writes_held(c)) {
 		s->phase = SLOT_BLOCKED;
 		s->ready_next = NULL;
 		if (c->held_tail)
@@ -250,7 +279,6 @@ static void dispatch_write(struct rmr_client *c, struct slot *s)
 	s->legs_mask = 0;
 	/* Every member of the pool that is not NORMAL misses this write. */
 	s->missed_ids = c->members_ids & ~normal;
-	client_note_missed(c, s->missed_ids);
 	for (unsigned i = 0; i < nmem(c); i++) {
 		struct member *m = &c->members[i];
 		int ret;
@@ -271,10 +299,16 @@ static void dispatch_write(struct rmr_client *c, struct slot *s)
 			failed |= bit(i);
 		}
 	}
+	/*
+	 * Only a write that some member may apply makes the others miss it: one
+	 * that reached nobody must not keep every member out once they return.
+	 */
+	if (s->legs_mask & ~failed)
+		client_note_missed(c, s->missed_ids);
 	for (unsigned i = 0; i < nmem(c); i++)
 		if (failed & bit(i))
 			member_fail(&c->members[i], "send failed");
-	if (!s->legs_mask) {
+	if (!(s->legs_mask & ~failed)) {
 		complete(c, s, -EIO);
 		return;
 	}
@@ -317,6 +351,8 @@ void client_io_thaw(struct rmr_client *c)
 	struct slot *s = c->held_head;
 
 	c->frozen = false;
+	if (client_writes_held(c))
+		return; /* a membership change still holds them */
 	c->held_head = c->held_tail = NULL;
 	while (s) {
 		struct slot *next = s->ready_next;
@@ -427,6 +463,11 @@ static void finish_write_phase(struct rmr_client *c, struct slot *s)
 	unsigned nok = 0;
 	int req_err = 0;
 
+	/* Fenced: nothing more goes out, not even a MAP_ADD on our behalf. */
+	if (c->fenced) {
+		complete(c, s, -ESTALE);
+		return;
+	}
 	for (unsigned i = 0; i < nmem(c); i++) {
 		struct leg *leg = &s->legs[i];
 		struct member *m = &c->members[i];
@@ -475,8 +516,8 @@ static void slot_progress(struct rmr_client *c, struct slot *s)
 		for (unsigned i = 0; i < nmem(c); i++) {
 			if (!(s->legs_mask & bit(i)))
 				continue;
-			if (s->legs[i].status == 0) {
-				complete(c, s, 0);
+			if (s->legs[i].status >= 0) {
+				complete(c, s, s->legs[i].status);
 				return;
 			}
 			note_error(s, s->legs[i].status);
@@ -515,8 +556,19 @@ void client_io_on_response(struct rmr_client *c, struct member *m, const struct 
 		return;
 	}
 	leg->waiting = false;
-	leg->status = msg->status;
+	/* A read's success says how many bytes it returned. */
+	leg->status = msg->type == RMR_MSG_READ_RSP && msg->status == 0 ? (int)msg->payload_len
+									 : msg->status;
 	m->inflight--;
+	if (msg->status == -ESTALE) {
+		uint32_t seq = s->seq;
+
+		/* Failing every member may complete this slot already. */
+		client_fence(c, "a member refused a request: a newer writer holds the pool");
+		if (s->seq == seq && (s->phase == SLOT_SENT || s->phase == SLOT_MAP_ADD))
+			slot_progress(c, s);
+		return;
+	}
 	if (msg->status == 0) {
 		if (msg->type == RMR_MSG_READ_RSP) {
 			copy_to_iov(s, msg->payload, msg->payload_len);

@@ -108,6 +108,10 @@ static int pull_apply(struct srv_pool *p)
 		if (ret < 0)
 			return ret;
 	}
+	/* Writes of a writer that crashed may have reached only this member. */
+	ret = pool_al_absorb(p, p->pull_writer);
+	if (ret < 0)
+		return ret;
 	if (before == 0 && dirty_map_count(own))
 		server_event_dirty(p, (uint16_t)self, true);
 	drop_clean_pending(p);
@@ -133,6 +137,8 @@ static int pull_apply(struct srv_pool *p)
 	if (before == 0)
 		p->resync_done = 0; /* a new episode of resync starts */
 	ret = pool_save_all_maps(p);
+	if (ret == 0 && pool_al_stale(p, p->pull_writer))
+		ret = pool_al_clear(p); /* its ranges are dirty bits on disk now */
 	if (ret < 0)
 		return ret;
 	p->maps_current = true;
@@ -238,6 +244,7 @@ void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t so
 	p->pull_sess = sess;
 	p->pull_source = source;
 	p->pull_map_ver = map_ver;
+	p->pull_writer = sess->incarnation;
 	p->pull_running = true;
 	p->pull_started = false;
 	/* A member that just started may not have its session to the source yet. */

@@ -8,6 +8,8 @@
 #define F RMR_MEMBER_FAILED
 #define R RMR_MEMBER_RECONNECTING
 #define M RMR_MEMBER_MAINTENANCE
+#define D RMR_MEMBER_DETACHED
+#define X RMR_MEMBER_REMOVED
 
 /*
  * legal[from][to]. Why each edge exists:
@@ -21,13 +23,19 @@
  *  FAILED -> RECONNECTING  reconnected and hello answered
  *  MAINTENANCE -> RECONNECTING  operator puts it back: same path as a return
  *  MAINTENANCE -> FAILED   session lost while out
+ *  any but REMOVED -> DETACHED  the operator detaches it (remove-member, keeping its tracking)
+ *  DETACHED -> FAILED      the operator attaches it again: it reconnects and catches up
+ *  any -> REMOVED          the operator deletes it from the pool, or the membership says so
+ *  REMOVED -> NEW          the entry takes a member added to the pool
  */
 static const bool legal[RMR_MEMBER_STATE_COUNT][RMR_MEMBER_STATE_COUNT] = {
-	[N] = { [R] = true, [F] = true },
-	[R] = { [OK] = true, [F] = true, [M] = true },
-	[OK] = { [F] = true, [M] = true },
-	[F] = { [R] = true },
-	[M] = { [R] = true, [F] = true },
+	[N] = { [R] = true, [F] = true, [D] = true, [X] = true },
+	[R] = { [OK] = true, [F] = true, [M] = true, [D] = true, [X] = true },
+	[OK] = { [F] = true, [M] = true, [D] = true, [X] = true },
+	[F] = { [R] = true, [D] = true, [X] = true },
+	[M] = { [R] = true, [F] = true, [D] = true, [X] = true },
+	[D] = { [F] = true, [X] = true },
+	[X] = { [N] = true },
 };
 
 bool member_state_can_move(enum rmr_member_state from, enum rmr_member_state to)

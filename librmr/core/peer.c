@@ -190,6 +190,11 @@ uint16_t peer_id(const struct peer *pe)
 	return pe->id;
 }
 
+const char *peer_addr(const struct peer *pe)
+{
+	return pe->addr;
+}
+
 uint32_t peer_max_io(const struct peer *pe)
 {
 	return pe->max_io;
@@ -231,11 +236,10 @@ static int peer_xmit(struct peer *pe, const struct iovec *iov, int iovcnt, void 
 	return ret;
 }
 
-int peer_send(struct peer *pe, unsigned type, uint16_t op, uint64_t addr, uint32_t len,
-	      peer_done_fn done, void *ctx)
+/* Send request @m (type and fields set; slot and seq are filled in). */
+static int send_req(struct peer *pe, struct rmr_msg *m, peer_done_fn done, void *ctx)
 {
 	struct peer_req *r = pe->free_reqs;
-	struct rmr_msg m = peer_msg(pe, type);
 	struct iovec iov;
 	int ret;
 
@@ -245,16 +249,13 @@ int peer_send(struct peer *pe, unsigned type, uint16_t op, uint64_t addr, uint32
 		return -EBUSY;
 	pe->free_reqs = r->next_free;
 	r->busy = r->waiting = true;
-	r->type = type;
+	r->type = m->type;
 	r->done = done;
 	r->ctx = ctx;
 	r->deadline = loop_now(pe->srv->loop) + REQUEST_MS * NS_PER_MS;
-	m.op = op;
-	m.addr = addr;
-	m.len = len;
-	m.slot = r->index;
-	m.seq = r->seq;
-	rmr_wire_encode(&r->hdr, &m);
+	m->slot = r->index;
+	m->seq = r->seq;
+	rmr_wire_encode(&r->hdr, m);
 	iov.iov_base = &r->hdr;
 	iov.iov_len = sizeof(r->hdr);
 	ret = peer_xmit(pe, &iov, 1, &r->kind);
@@ -267,6 +268,28 @@ int peer_send(struct peer *pe, unsigned type, uint16_t op, uint64_t addr, uint32
 	}
 	r->sending = true;
 	return 0;
+}
+
+int peer_send(struct peer *pe, unsigned type, uint16_t op, uint64_t addr, uint32_t len,
+	      peer_done_fn done, void *ctx)
+{
+	struct rmr_msg m = peer_msg(pe, type);
+
+	m.op = op;
+	m.addr = addr;
+	m.len = len;
+	return send_req(pe, &m, done, ctx);
+}
+
+int peer_send_mark(struct peer *pe, uint64_t ids, uint64_t first, uint32_t count,
+		   peer_done_fn done, void *ctx)
+{
+	struct rmr_msg m = peer_msg(pe, RMR_MSG_MAP_MARK);
+
+	m.missed = ids;
+	m.addr = first;
+	m.len = count;
+	return send_req(pe, &m, done, ctx);
 }
 
 static void send_ctrl(struct peer *pe, struct peer_ctrl *cm, unsigned type, size_t body_len)
@@ -325,9 +348,9 @@ static void on_hello_rsp(struct peer *pe, const struct rmr_msg *msg)
 		peer_drop(pe, "bad hello answer", -EPROTO);
 		return;
 	}
+	/* Its membership may be older or newer than ours: the client brings both up to date. */
 	if (h.member_id != pe->id || memcmp(&msg->pool_uuid, &p->params.uuid, sizeof(rmr_uuid)) ||
-	    h.pool_size != p->params.pool_size || h.chunk_size != p->params.chunk_size ||
-	    h.members != p->params.members_mask) {
+	    h.pool_size != p->params.pool_size || h.chunk_size != p->params.chunk_size) {
 		log_err("pool=%s member=%u: %s answers as member %u of another pool or geometry",
 			p->name, p->params.member_id, pe->addr, h.member_id);
 		peer_drop(pe, "not the member we expected", -EPROTO);
@@ -403,6 +426,8 @@ void peer_on_recv(struct peer *pe, void *buf, size_t len, void *rx)
 	case RMR_MSG_MAP_GET_RSP:
 	case RMR_MSG_SYNC_READ_RSP:
 	case RMR_MSG_MAP_CLEAR_RSP:
+	case RMR_MSG_CHUNK_SUM_RSP:
+	case RMR_MSG_MAP_MARK_RSP:
 		if (pe->up)
 			on_answer(pe, &msg);
 		break;

@@ -36,6 +36,7 @@ void peer_tick(struct peer *pe, uint64_t now);
 
 bool peer_is_up(const struct peer *pe);
 uint16_t peer_id(const struct peer *pe);
+const char *peer_addr(const struct peer *pe);
 /* Largest SYNC_READ the peer accepts. */
 uint32_t peer_max_io(const struct peer *pe);
 /*
@@ -44,6 +45,9 @@ uint32_t peer_max_io(const struct peer *pe);
  */
 int peer_send(struct peer *pe, unsigned type, uint16_t op, uint64_t addr, uint32_t len,
 	      peer_done_fn done, void *ctx);
+/* MAP_MARK: chunks [first, first+count) are dirty for every member in @ids. */
+int peer_send_mark(struct peer *pe, uint64_t ids, uint64_t first, uint32_t count,
+		   peer_done_fn done, void *ctx);
 void peer_count_sync_bytes(struct peer *pe, uint64_t bytes);
 void peer_count_map_bytes(struct peer *pe, uint64_t bytes);
 void peer_status(const struct peer *pe, struct rmr_peer_status *ps);

@@ -330,7 +330,9 @@ static void refill(struct srv_pool *p, uint64_t now)
 	if (!rate)
 		return;
 	if (p->rate_last_ns && now > p->rate_last_ns) {
-		uint64_t add = (now - p->rate_last_ns) / 1000 * rate / 1000000;
+		/* The bucket holds a second at most: a longer idle time adds no more (nor overflows). */
+		uint64_t us = RMR_MIN(now - p->rate_last_ns, NS_PER_S) / 1000;
+		uint64_t add = us * rate / 1000000;
 
 		p->rate_tokens = RMR_MIN(cap, p->rate_tokens + add);
 	}
@@ -352,7 +354,7 @@ static void pump(struct srv_pool *p)
 		if (p->copy_queue == cp)
 			break; /* still no free slot */
 	}
-	if (!p->maps_current || !dirty_map_count(own))
+	if (!p->maps_current || !dirty_map_count(own) || p->resync_paused)
 		return;
 	refill(p, loop_now(p->srv->loop));
 	while (p->background_copies < p->params.sync_queue_depth) {
@@ -557,7 +559,9 @@ void resync_status(const struct srv_pool *p, struct rmr_server_pool_status *ps)
 	ps->sync_queue_depth = p->params.sync_queue_depth;
 	ps->resync_rate_limit = p->params.resync_rate;
 	/* Running: it copies, or would but for the rate limit. */
-	ps->resync_running = p->copies > 0 || (left > 0 && p->maps_current && any_peer_up(p));
+	ps->resync_running = p->copies > 0 ||
+			     (left > 0 && p->maps_current && any_peer_up(p) && !p->resync_paused);
+	ps->resync_paused = p->resync_paused;
 	ps->resync_waiting = left > 0 && !ps->resync_running;
 	ps->resync_done = p->resync_done;
 	ps->resync_total = p->resync_done + left;

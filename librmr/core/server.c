@@ -23,7 +23,9 @@
 #include "loop.h"
 #include "peer.h"
 #include "resync.h"
+#include "membership.h"
 #include "server_internal.h"
+#include "verify.h"
 #include "wire.h"
 #include <rmr/server.h>
 #include <rmr/transport.h>
@@ -73,6 +75,11 @@ static void session_close(struct srv_session *sess, const char *reason)
 		session_free(sess);
 }
 
+void server_session_close(struct srv_session *sess, const char *reason)
+{
+	session_close(sess, reason);
+}
+
 static void session_reject(struct srv_session *sess, const char *why)
 {
 	sess->srv->rejected++;
@@ -110,7 +117,7 @@ void server_ctrl_send(struct srv_session *sess, struct srv_ctrl *cm, unsigned ty
 		return;
 	if (sess->pool) {
 		msg.pool_uuid = sess->pool->params.uuid;
-		if (type == RMR_MSG_HELLO_RSP && status == 0)
+		if ((type == RMR_MSG_HELLO_RSP || type == RMR_MSG_RECONCILE_RSP) && status == 0)
 			msg.missed = sess->pool->missed;
 	}
 	cm->kind = SEND_CTRL;
@@ -147,6 +154,7 @@ static void on_hello(struct srv_session *sess, const struct rmr_msg *hmsg,
 	struct rmr_hello h = *hp;
 	struct rmr_hello_rsp rsp;
 	struct srv_pool *p;
+	uint64_t epoch = 0;
 	char why[128];
 
 	p = find_pool(s, uuid, h.pool_name);
@@ -171,6 +179,23 @@ static void on_hello(struct srv_session *sess, const struct rmr_msg *hmsg,
 		if (!sess->hello_rsp.sending)
 			session_close(sess, why);
 		return;
+	}
+	sess->incarnation = h.incarnation;
+	if (h.role == RMR_ROLE_CLIENT) {
+		int ret = writer_admit(p, &h, &epoch);
+
+		if (ret < 0) {
+			snprintf(why, sizeof(why), "%s", ret == -EBUSY ?
+				 "another writer holds the pool" : ret == -ESTALE ?
+				 "writer fenced by a newer one" : "cannot record the writer epoch");
+			s->rejected++;
+			log_warn("%s: refusing session: %s", s->name, why);
+			sess->close_after_send = true;
+			server_ctrl_send(sess, &sess->hello_rsp, RMR_MSG_HELLO_RSP, ret, 0);
+			if (!sess->hello_rsp.sending)
+				session_close(sess, why);
+			return;
+		}
 	}
 	sess->peer_id = h.role == RMR_ROLE_PEER ? sender : 0;
 	sess->qd = RMR_MIN(h.queue_depth, s->opts.queue_depth);
@@ -198,13 +223,22 @@ static void on_hello(struct srv_session *sess, const struct rmr_msg *hmsg,
 	rsp.pool_size = p->params.pool_size;
 	rsp.map_ver = p->map_ver;
 	rsp.missed = p->missed;
-	rsp.members = p->params.members_mask;
+	rsp.members = rmr_membership_ids(&p->membership);
+	rsp.membership = p->membership;
 	rsp.queue_depth = sess->qd;
 	rsp.max_io_size = sess->max_io;
 	rsp.incarnation = s->incarnation;
+	if (h.role == RMR_ROLE_CLIENT && pool_al_stale(p, h.incarnation))
+		rsp.flags |= RMR_HELLO_RSP_STALE_AL;
+	rsp.writer_epoch = epoch;
 	snprintf(rsp.pool_name, sizeof(rsp.pool_name), "%s", p->name);
-	rmr_wire_encode_hello_rsp(&sess->hello_rsp.body, &rsp);
-	server_ctrl_send(sess, &sess->hello_rsp, RMR_MSG_HELLO_RSP, 0, sizeof(sess->hello_rsp.body));
+	sess->hello_rsp.body_len = (uint32_t)rmr_wire_encode_hello_rsp(sess->hello_rsp.body, &rsp);
+	/* After a takeover, the old writer's requests still in the store land first. */
+	if (h.role == RMR_ROLE_CLIENT && writer_fenced_in_store(p))
+		sess->hello_deferred = true;
+	else
+		server_ctrl_send(sess, &sess->hello_rsp, RMR_MSG_HELLO_RSP, 0,
+				 sess->hello_rsp.body_len);
 	if (h.role == RMR_ROLE_CLIENT)
 		log_info("pool=%s member=%u: client session open (queue depth %u, max io %u)",
 			 p->name, p->params.member_id, sess->qd, sess->max_io);
@@ -274,7 +308,7 @@ static void req_done(struct srv_req *req)
 	if (req->status == 0) {
 		if (read) {
 			p->reads++;
-			p->read_bytes += req->io.len;
+			p->read_bytes += req->read_len;
 		} else {
 			p->writes++;
 			p->write_bytes += req->io.data_len;
@@ -283,7 +317,7 @@ static void req_done(struct srv_req *req)
 		p->errors++;
 	}
 	req_answer(req, read ? RMR_MSG_READ_RSP : RMR_MSG_WRITE_RSP, req->status,
-		   read ? req->io.len : 0);
+		   read ? req->read_len : 0);
 }
 
 /* Hand a client READ or WRITE to the store, unless it waits for a chunk copy. */
@@ -312,6 +346,13 @@ RMR_EXPORT void rmr_store_io_done(struct rmr_store_io *io, int status)
 	struct rmr_server *s = req->sess->srv;
 
 	req->status = status > 0 ? 0 : status;
+	/* A read that filled fewer bytes says how many. */
+	if (status > 0 && req->io.kind == RMR_IO_READ) {
+		if ((uint32_t)status <= req->io.len)
+			req->read_len = (uint32_t)status;
+		else
+			req->status = -EIO; /* more than it was asked for: a store bug */
+	}
 	if (loop_on_thread(s->loop)) {
 		req_done(req);
 		return;
@@ -328,7 +369,8 @@ static bool role_allows(uint32_t role, unsigned type)
 {
 	if (role == RMR_ROLE_CLIENT)
 		return type == RMR_MSG_READ || type == RMR_MSG_WRITE || type == RMR_MSG_MAP_ADD;
-	return type == RMR_MSG_MAP_GET || type == RMR_MSG_SYNC_READ || type == RMR_MSG_MAP_CLEAR;
+	return type == RMR_MSG_MAP_GET || type == RMR_MSG_SYNC_READ || type == RMR_MSG_MAP_CLEAR ||
+	       type == RMR_MSG_CHUNK_SUM || type == RMR_MSG_MAP_MARK;
 }
 
 /* Check a request against the session and pool; returns a reason or NULL. */
@@ -350,6 +392,15 @@ static const char *request_invalid(struct srv_session *sess, const struct rmr_ms
 	if (msg->type == RMR_MSG_MAP_CLEAR)
 		return msg->addr >= p->nchunks || msg->len > p->nchunks - msg->addr
 			       ? "MAP_CLEAR beyond the pool's chunks" : NULL;
+	if (msg->type == RMR_MSG_MAP_MARK)
+		return msg->addr >= p->nchunks || msg->len > p->nchunks - msg->addr ||
+				       (msg->missed & ~p->params.members_mask)
+			       ? "MAP_MARK beyond the pool's chunks or members" : NULL;
+	if (msg->type == RMR_MSG_CHUNK_SUM)
+		return msg->addr >= p->nchunks || msg->len > p->nchunks - msg->addr ||
+				       (uint64_t)msg->len * sizeof(struct rmr_wire_chunk_sum) >
+					       sess->max_io
+			       ? "CHUNK_SUM beyond the pool's chunks or the session's max io" : NULL;
 	if (msg->type == RMR_MSG_MAP_GET)
 		return msg->op > RMR_MAX_MEMBER_ID || msg->addr >= p->nchunks
 			       ? "MAP_GET cursor beyond the maps" : NULL;
@@ -362,6 +413,8 @@ static const char *request_invalid(struct srv_session *sess, const struct rmr_ms
 	if ((msg->type == RMR_MSG_READ || msg->type == RMR_MSG_SYNC_READ || msg->payload_len) &&
 	    msg->len > sess->max_io)
 		return "request larger than the session's max io";
+	if (msg->type == RMR_MSG_READ && (uint64_t)msg->len + msg->payload_len > sess->max_io)
+		return "read argument and length together larger than the session's max io";
 	if (msg->type == RMR_MSG_SYNC_READ &&
 	    pool_first_chunk(p, msg->addr) != pool_last_chunk(p, msg->addr, msg->len))
 		return "SYNC_READ across a chunk boundary";
@@ -428,6 +481,18 @@ static void on_request(struct srv_session *sess, const struct rmr_msg *msg, void
 	req->io.len = msg->len;
 	req->io.data = (char *)buf + HDR_LEN;
 	req->io.data_len = 0;
+	req->io.arg = NULL;
+	req->io.arg_len = 0;
+	req->read_len = msg->len;
+
+	/* A writer that lost the epoch touches nothing, not even the maps. */
+	if (sess->role == RMR_ROLE_CLIENT && !writer_holds(p, sess)) {
+		p->fenced++;
+		req_answer(req, msg->type == RMR_MSG_READ ? RMR_MSG_READ_RSP :
+			   msg->type == RMR_MSG_MAP_ADD ? RMR_MSG_MAP_ADD_RSP : RMR_MSG_WRITE_RSP,
+			   -ESTALE, 0);
+		return;
+	}
 
 	switch (msg->type) {
 	case RMR_MSG_SYNC_READ:
@@ -440,6 +505,17 @@ static void on_request(struct srv_session *sess, const struct rmr_msg *msg, void
 		resync_peer_clean(p, sess->peer_id, msg->map_ver, msg->addr, msg->len);
 		req_answer(req, RMR_MSG_MAP_CLEAR_RSP, 0, 0);
 		return;
+	case RMR_MSG_CHUNK_SUM:
+		ret = verify_serve_sums(p, msg->addr, msg->len, req->io.data);
+		if (ret < 0)
+			p->errors++;
+		req_answer(req, RMR_MSG_CHUNK_SUM_RSP, ret,
+			   ret == 0 ? msg->len * (uint32_t)sizeof(struct rmr_wire_chunk_sum) : 0);
+		return;
+	case RMR_MSG_MAP_MARK:
+		ret = verify_apply_marks(p, msg->missed, msg->map_ver, msg->addr, msg->len);
+		req_answer(req, RMR_MSG_MAP_MARK_RSP, ret, 0);
+		return;
 	case RMR_MSG_MAP_ADD:
 		ret = pool_note(p, msg->map_ver, msg->missed);
 		if (ret == 0)
@@ -450,6 +526,9 @@ static void on_request(struct srv_session *sess, const struct rmr_msg *msg, void
 		ret = pool_note(p, msg->map_ver, msg->missed);
 		if (ret == 0)
 			ret = pool_mark(p, msg->missed, msg->map_ver, msg->addr, msg->len);
+		/* Before the data: where this write lands is on record should the writer crash. */
+		if (ret == 0 && sess->role == RMR_ROLE_CLIENT)
+			ret = pool_al_note(p, sess->incarnation, msg->slot, msg->addr, msg->len);
 		if (ret < 0) {
 			p->errors++;
 			req_answer(req, RMR_MSG_WRITE_RSP, -EIO, 0);
@@ -462,6 +541,18 @@ static void on_request(struct srv_session *sess, const struct rmr_msg *msg, void
 		break;
 	default: /* READ */
 		req->io.data_len = msg->len;
+		if (msg->payload_len) {
+			/*
+			 * The answer is read into the buffer right after the
+			 * header: the argument moves to the end, where the
+			 * session's bounds keep the two apart.
+			 */
+			char *arg = (char *)buf + HDR_LEN + sess->max_io - msg->payload_len;
+
+			memmove(arg, req->io.data, msg->payload_len);
+			req->io.arg = arg;
+			req->io.arg_len = msg->payload_len;
+		}
 		break;
 	}
 	/* A client sends I/O only to a member it holds current. */
@@ -482,7 +573,79 @@ static void on_map_pull(struct srv_session *sess, const struct rmr_msg *msg)
 	 * The map version is taken only with the maps: a member that knew it
 	 * before it held them could tell its peers it holds chunks it missed.
 	 */
+	if (!writer_holds(sess->pool, sess)) {
+		server_ctrl_send(sess, &sess->pull_rsp, RMR_MSG_MAP_PULL_RSP, -ESTALE, 0);
+		return;
+	}
 	map_transfer_pull(sess->pool, sess, msg->op, msg->map_ver);
+}
+
+/* The writer changes the pool's membership, or asks whether it may. */
+static void on_membership(struct srv_session *sess, const struct rmr_msg *msg)
+{
+	struct srv_pool *p = sess->pool;
+	struct rmr_membership ms;
+	char why[160];
+	int ret;
+
+	if (sess->role != RMR_ROLE_CLIENT ||
+	    memcmp(&msg->pool_uuid, &p->params.uuid, sizeof(rmr_uuid))) {
+		session_reject(sess, "MEMBERSHIP from a member or for another pool");
+		return;
+	}
+	if (rmr_wire_decode_members(msg->payload, msg->payload_len, &ms, why, sizeof(why)) < 0) {
+		session_reject(sess, why);
+		return;
+	}
+	if (!writer_holds(p, sess))
+		ret = -ESTALE;
+	else
+		ret = membership_apply(p, &ms, msg->map_ver, msg->op_flags & RMR_MEMBERSHIP_CHECK);
+	server_ctrl_send(sess, &sess->membership_rsp, RMR_MSG_MEMBERSHIP_RSP, ret, 0);
+}
+
+/*
+ * The client found that its predecessor exited uncleanly and chose this
+ * member as the source the others converge on.
+ */
+static void on_reconcile(struct srv_session *sess)
+{
+	int ret;
+
+	if (sess->role != RMR_ROLE_CLIENT) {
+		session_reject(sess, "RECONCILE from a member");
+		return;
+	}
+	if (!writer_holds(sess->pool, sess)) {
+		server_ctrl_send(sess, &sess->reconcile_rsp, RMR_MSG_RECONCILE_RSP, -ESTALE, 0);
+		return;
+	}
+	ret = pool_al_reconcile(sess->pool, sess->incarnation);
+	server_ctrl_send(sess, &sess->reconcile_rsp, RMR_MSG_RECONCILE_RSP, ret < 0 ? -EIO : 0, 0);
+}
+
+/* Is a client session of @writer attached to @p? */
+bool server_writer_attached(const struct srv_pool *p, uint64_t writer)
+{
+	for (const struct srv_session *x = p->srv->sessions; x; x = x->next)
+		if (x->pool == p && x->role == RMR_ROLE_CLIENT && !x->dead &&
+		    x->incarnation == writer)
+			return true;
+	return false;
+}
+
+/* An orderly close: a writer's last writes finished everywhere. */
+static void on_goodbye(struct srv_session *sess)
+{
+	struct srv_pool *p = sess->pool;
+
+	/* A fenced writer's goodbye leaves its log for the new writer to reconcile. */
+	if (sess->role == RMR_ROLE_CLIENT && p && writer_holds(p, sess)) {
+		writer_goodbye(p, sess);
+		if (p->al->writer == sess->incarnation && !sess->in_store)
+			pool_al_clear(p);
+	}
+	session_close(sess, "client said goodbye");
 }
 
 /* --- events to the consumer ------------------------------------------------ */
@@ -527,6 +690,7 @@ static void *ev_accepted(void *ev_ctx, struct rmr_conn *conn)
 	sess->conn = conn;
 	sess->created = sess->last_rx = sess->last_tx = loop_now(s->loop);
 	sess->hello_rsp.kind = sess->heartbeat.kind = sess->pull_rsp.kind = SEND_CTRL;
+	sess->reconcile_rsp.kind = sess->membership_rsp.kind = SEND_CTRL;
 	sess->next = s->sessions;
 	if (s->sessions)
 		s->sessions->prev = sess;
@@ -598,6 +762,8 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 	case RMR_MSG_MAP_GET:
 	case RMR_MSG_SYNC_READ:
 	case RMR_MSG_MAP_CLEAR:
+	case RMR_MSG_CHUNK_SUM:
+	case RMR_MSG_MAP_MARK:
 		on_request(sess, &msg, buf, rx);
 		return; /* the request owns the buffer now */
 	case RMR_MSG_MAP_PULL:
@@ -609,7 +775,15 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 		return;
 	case RMR_MSG_GOODBYE:
 		s->tops->recv_release(s->tp, sess->conn, rx);
-		session_close(sess, "client said goodbye");
+		on_goodbye(sess);
+		return;
+	case RMR_MSG_RECONCILE:
+		s->tops->recv_release(s->tp, sess->conn, rx);
+		on_reconcile(sess);
+		return;
+	case RMR_MSG_MEMBERSHIP:
+		on_membership(sess, &msg);
+		s->tops->recv_release(s->tp, sess->conn, rx);
 		return;
 	case RMR_MSG_HELLO_RSP:
 	case RMR_MSG_READ_RSP:
@@ -619,6 +793,10 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 	case RMR_MSG_MAP_GET_RSP:
 	case RMR_MSG_SYNC_READ_RSP:
 	case RMR_MSG_MAP_CLEAR_RSP:
+	case RMR_MSG_RECONCILE_RSP:
+	case RMR_MSG_CHUNK_SUM_RSP:
+	case RMR_MSG_MAP_MARK_RSP:
+	case RMR_MSG_MEMBERSHIP_RSP:
 		s->tops->recv_release(s->tp, sess->conn, rx);
 		session_reject(sess, "answer sent to a server");
 		return;
@@ -712,6 +890,11 @@ static void server_tick(void *ctx, uint64_t now)
 			session_close(sess, sess->pool ? "heartbeat timeout" : "no hello");
 			continue;
 		}
+		if (sess->hello_deferred && !writer_fenced_in_store(sess->pool)) {
+			sess->hello_deferred = false;
+			server_ctrl_send(sess, &sess->hello_rsp, RMR_MSG_HELLO_RSP, 0,
+					 sess->hello_rsp.body_len);
+		}
 		if (sess->pool && now - sess->last_tx >= hb)
 			server_ctrl_send(sess, &sess->heartbeat, RMR_MSG_HEARTBEAT, 0, 0);
 	}
@@ -725,6 +908,7 @@ static void server_tick(void *ctx, uint64_t now)
 				peer_tick(p->peers[id], now);
 		map_transfer_tick(p, now);
 		resync_tick(p, now);
+		verify_tick(p, now);
 	}
 }
 
@@ -884,14 +1068,11 @@ static void do_add_pool(void *arg)
 		pc->ret = -ENOSPC;
 		return;
 	}
-	for (unsigned i = 0; i < pc->p->params.npeers; i++) {
-		const struct rmr_peer *cfg = &pc->params->peers[i];
-
-		pc->ret = peer_create(pc->p, cfg, &pc->p->peers[cfg->member_id]);
-		if (pc->ret < 0) {
-			destroy_peers(pc->p);
-			return;
-		}
+	/* The member-to-member sessions follow the membership, the saved one if it changed. */
+	pc->ret = membership_sync_peers(pc->p);
+	if (pc->ret < 0) {
+		destroy_peers(pc->p);
+		return;
 	}
 	s->pools[free_idx] = pc->p;
 	pc->ret = 0;
@@ -969,6 +1150,97 @@ RMR_EXPORT void rmr_server_remove_pool(struct rmr_server_pool *handle)
 	pool_free(p);
 }
 
+struct resync_call {
+	struct srv_pool *p;
+	bool paused;
+	uint64_t rate;
+	int ret;
+};
+
+static void do_resync_pause(void *arg)
+{
+	struct resync_call *rc = arg;
+	struct srv_pool *p = rc->p;
+
+	if (p->resync_paused == rc->paused) {
+		rc->ret = -EALREADY;
+		return;
+	}
+	p->resync_paused = rc->paused;
+	log_notice("pool=%s member=%u: background resync %s by the operator", p->name,
+		   p->params.member_id, rc->paused ? "paused" : "resumed");
+	if (!rc->paused)
+		resync_kick(p);
+}
+
+RMR_EXPORT int rmr_server_resync_pause(struct rmr_server_pool *handle, bool paused)
+{
+	struct resync_call rc = { .p = (struct srv_pool *)handle, .paused = paused };
+
+	if (!rc.p)
+		return -EINVAL;
+	loop_call(rc.p->srv->loop, do_resync_pause, &rc);
+	return rc.ret;
+}
+
+static void do_resync_rate(void *arg)
+{
+	struct resync_call *rc = arg;
+	struct srv_pool *p = rc->p;
+
+	p->params.resync_rate = rc->rate;
+	p->rate_tokens = 0;
+	p->rate_last_ns = 0;
+	log_notice("pool=%s member=%u: resync rate %llu bytes/s%s", p->name, p->params.member_id,
+		   (unsigned long long)rc->rate, rc->rate ? "" : " (unlimited)");
+	resync_kick(p);
+}
+
+RMR_EXPORT int rmr_server_resync_rate(struct rmr_server_pool *handle, uint64_t bytes_per_s)
+{
+	struct resync_call rc = { .p = (struct srv_pool *)handle, .rate = bytes_per_s };
+
+	if (!rc.p)
+		return -EINVAL;
+	loop_call(rc.p->srv->loop, do_resync_rate, &rc);
+	return 0;
+}
+
+struct verify_call {
+	struct srv_pool *p;
+	const struct rmr_verify_opts *opts;
+	int ret;
+};
+
+static void do_verify(void *arg)
+{
+	struct verify_call *vc = arg;
+
+	vc->ret = vc->opts ? verify_start(vc->p, vc->opts) : verify_stop(vc->p);
+}
+
+RMR_EXPORT int rmr_server_verify(struct rmr_server_pool *handle, const struct rmr_verify_opts *o)
+{
+	struct verify_call vc = { .p = (struct srv_pool *)handle };
+	struct rmr_verify_opts opts = { .size = sizeof(opts) };
+
+	if (!vc.p || !o || !rmr_opts_copy(&opts, sizeof(opts), o))
+		return -EINVAL;
+	vc.opts = &opts;
+	loop_call(vc.p->srv->loop, do_verify, &vc);
+	return vc.ret;
+}
+
+RMR_EXPORT int rmr_server_verify_stop(struct rmr_server_pool *handle)
+{
+	struct verify_call vc = { .p = (struct srv_pool *)handle };
+
+	if (!vc.p)
+		return -EINVAL;
+	loop_call(vc.p->srv->loop, do_verify, &vc);
+	return vc.ret;
+}
+
 struct status_call {
 	struct rmr_server *s;
 	struct rmr_server_status *st;
@@ -997,6 +1269,11 @@ static void fill_status(void *arg)
 		ps->chunk_size = p->params.chunk_size;
 		ps->map_ver = p->map_ver;
 		ps->missed_mask = p->missed;
+		ps->members_mask = rmr_membership_ids(&p->membership);
+		ps->membership_ver = p->membership.version;
+		for (unsigned k = 0; k < p->membership.n; k++)
+			if (p->membership.m[k].detached)
+				ps->detached_mask |= 1ull << p->membership.m[k].id;
 		for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
 			if (p->maps[id])
 				ps->dirty_chunks[id] = dirty_map_count(p->maps[id]);
@@ -1007,8 +1284,20 @@ static void fill_status(void *arg)
 		ps->errors = p->errors;
 		ps->meta_saves = p->meta_saves;
 		ps->map_writes = p->map_writes;
+		ps->al_ranges = p->al->n;
+		ps->al_chunks = 0;
+		for (unsigned k = 0; k < AL_MAX_ENTRIES; k++)
+			if (p->al->e[k].used)
+				ps->al_chunks += p->al->e[k].count;
+		ps->al_writes = p->al->records;
+		ps->al_evictions = p->al->evictions;
+		ps->al_stale = p->al->n && !server_writer_attached(p, p->al->writer) &&
+			       !server_writer_attached(p, p->al_reconciled_for);
+		ps->writer_epoch = p->al->writer_epoch;
+		ps->fenced_requests = p->fenced;
 		ps->map_pulls = p->map_pulls;
 		resync_status(p, ps);
+		verify_status(p, ps);
 		for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
 			if (p->peers[id])
 				peer_status(p->peers[id], &ps->peers[ps->npeers++]);

@@ -43,6 +43,7 @@ struct srv_req {
 	unsigned type;               /* request message type */
 	uint32_t slot, seq;
 	int status;
+	uint32_t read_len;           /* bytes a read returns: len, or fewer if the store says so */
 	bool busy;                   /* between arrival and answer handed to the transport */
 	bool in_store;               /* the store has it, or it waits for a chunk copy */
 	bool clears_chunk;           /* a whole-chunk write that makes a dirty chunk clean */
@@ -65,7 +66,8 @@ struct srv_answer {
 struct srv_ctrl {
 	uint8_t kind;                /* SEND_CTRL */
 	struct rmr_wire_hdr hdr;
-	struct rmr_wire_hello_rsp body;
+	uint8_t body[sizeof(struct rmr_wire_hello_rsp) + RMR_WIRE_MEMBERS_MAX];
+	uint32_t body_len;           /* of a HELLO_RSP waiting to go */
 	bool sending;
 };
 
@@ -79,15 +81,17 @@ struct srv_session {
 	uint32_t qd, max_io;
 	uint32_t role;
 	uint16_t peer_id;            /* role PEER: the member that dialed */
+	uint64_t incarnation;        /* of the process that opened the session */
 	bool dead;                   /* closing: waits for the store, then freed */
 	bool close_after_send;       /* refused hello: close once the answer left */
+	bool hello_deferred;         /* answer waits until fenced writes left the store */
 	unsigned in_store;
 	struct srv_req *reqs;        /* qd request slots */
 	struct srv_req *map_reqs;    /* qd MAP_ADD slots (same index as the write) */
 	struct srv_answer *answers;  /* n_answers, one per send the transport may hold */
 	struct srv_answer *free_answers;
 	uint32_t n_answers;
-	struct srv_ctrl hello_rsp, heartbeat, pull_rsp;
+	struct srv_ctrl hello_rsp, heartbeat, pull_rsp, reconcile_rsp, membership_rsp;
 };
 
 struct rmr_server {
@@ -114,6 +118,25 @@ void server_ctrl_send(struct srv_session *sess, struct srv_ctrl *cm, unsigned ty
 		      size_t body_len);
 /* A request parked on a chunk copy may go on (the chunk is clean, or the copy failed). */
 void server_req_resume(struct srv_req *req, int status);
+/* Close @sess (freed once the store gave its requests back). */
+void server_session_close(struct srv_session *sess, const char *reason);
+
+/* writer.c: writer fencing */
+/*
+ * A client hello @h: grant it the writer epoch (in @granted), or refuse it:
+ * -EBUSY (another writer is attached), -ESTALE (it was fenced), -errno if
+ * the epoch could not be made durable.
+ */
+int writer_admit(struct srv_pool *p, const struct rmr_hello *h, uint64_t *granted);
+/* Does the client of @sess hold the writer epoch? */
+bool writer_holds(const struct srv_pool *p, const struct srv_session *sess);
+/* Are requests of a writer that is not the holder still in the store? */
+bool writer_fenced_in_store(const struct srv_pool *p);
+/* A clean goodbye of a client session. */
+void writer_goodbye(struct srv_pool *p, const struct srv_session *sess);
+
+/* Is a live client session of @writer attached to @p? */
+bool server_writer_attached(const struct srv_pool *p, uint64_t writer);
 /* Tell the consumer (rmr_server_events); each does nothing without a callback. */
 void server_event_dirty(struct srv_pool *p, uint16_t member_id, bool dirty);
 void server_event_resync(struct srv_pool *p);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "server_pool.h"
+#include "membership.h"
 #include "server_internal.h"
+#include "verify.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -11,20 +13,28 @@
 #include "log.h"
 #include "wire.h"
 
-/* librmr's metadata blob, version 1: what a member must remember across restarts. */
+/*
+ * librmr's metadata blob: what a member must remember across restarts. The
+ * header, then (version 2) the pool's membership as on the wire
+ * (rmr_wire_members and its entries). A version 1 blob has no membership:
+ * the one the store was formatted with holds.
+ */
 #define META_MAGIC 0x4d524d52u /* "RMRM" */
-#define META_VERSION 1
-struct meta_v1 {
+#define META_VERSION 2
+struct meta_hdr {
 	rmr_le32 magic;
 	rmr_le32 version;
 	rmr_le64 map_ver;   /* highest map version seen */
 	rmr_le64 missed;    /* member ids known to have missed writes */
 	rmr_le64 reserved;  /* zero */
 };
-_Static_assert(sizeof(struct meta_v1) == 32, "meta blob size");
+_Static_assert(sizeof(struct meta_hdr) == 32, "meta blob header size");
+#define META_BLOB_MAX (sizeof(struct meta_hdr) + RMR_WIRE_MEMBERS_MAX)
 #define META_MAX (4u << 20)
 /* The dirty-map area is written in blocks of this size. */
 #define MAP_BLOCK 4096u
+/* Bitmaps in the dirty-map area: one per member id, 1..RMR_MAX_MEMBER_ID. */
+#define MAP_SLOTS RMR_MAX_MEMBER_ID
 
 RMR_EXPORT size_t rmr_server_meta_max(void)
 {
@@ -46,22 +56,26 @@ RMR_EXPORT uint64_t rmr_server_map_area_size(uint64_t pool_size, uint32_t chunk_
 	nchunks = pool_size / chunk_size + (pool_size % chunk_size != 0);
 	if (nchunks > DIRTY_MAP_MAX_CHUNKS)
 		return 0;
-	return RMR_MAX_MEMBERS * map_bitmap_bytes(nchunks);
+	return MAP_SLOTS * map_bitmap_bytes(nchunks) + 2 * AL_RECORD_BYTES;
 }
 
 int pool_meta_save(struct srv_pool *p)
 {
-	struct meta_v1 m = {
+	struct meta_hdr m = {
 		.magic = cpu_to_le32(META_MAGIC),
 		.version = cpu_to_le32(META_VERSION),
 		.map_ver = cpu_to_le64(p->map_ver),
 		.missed = cpu_to_le64(p->missed),
 	};
+	uint8_t blob[META_BLOB_MAX];
+	size_t len;
 	int ret;
 
 	if (!p->ops.meta_save)
 		return 0;
-	ret = p->ops.meta_save(p->store, &m, sizeof(m));
+	memcpy(blob, &m, sizeof(m));
+	len = sizeof(m) + rmr_wire_encode_members(blob + sizeof(m), &p->membership);
+	ret = p->ops.meta_save(p->store, blob, len);
 	if (ret < 0)
 		log_err("pool=%s member=%u: saving metadata failed: %s", p->name,
 			p->params.member_id, strerror(-ret));
@@ -70,10 +84,14 @@ int pool_meta_save(struct srv_pool *p)
 	return ret;
 }
 
-/* Slot of member @id in the dirty-map area: its rank among the pool's ids. */
-static unsigned map_rank(const struct srv_pool *p, unsigned id)
+/*
+ * Slot of member @id in the dirty-map area. One slot per possible id, so a
+ * membership change never moves a bitmap: a crash while the membership
+ * changes leaves every bitmap where the saved membership expects it.
+ */
+static unsigned map_slot(unsigned id)
 {
-	return (unsigned)__builtin_popcountll(p->params.members_mask & ((1ull << id) - 1));
+	return id - 1;
 }
 
 static bool have_map_area(const struct srv_pool *p)
@@ -98,7 +116,7 @@ static int write_block(struct srv_pool *p, unsigned id, uint64_t blk)
 	int ret;
 
 	build_block(p, id, blk, buf);
-	ret = p->ops.map_write(p->store, map_rank(p, id) * p->bitmap_bytes + blk * MAP_BLOCK, buf,
+	ret = p->ops.map_write(p->store, map_slot(id) * p->bitmap_bytes + blk * MAP_BLOCK, buf,
 			       MAP_BLOCK);
 	if (ret < 0)
 		log_err("pool=%s member=%u: writing the dirty map of member %u failed: %s", p->name,
@@ -110,7 +128,7 @@ static int write_block(struct srv_pool *p, unsigned id, uint64_t blk)
 
 static uint8_t *block_stale(struct srv_pool *p, unsigned id, uint64_t blk)
 {
-	return &p->stale_blocks[map_rank(p, id) * (p->bitmap_bytes / MAP_BLOCK) + blk];
+	return &p->stale_blocks[map_slot(id) * (p->bitmap_bytes / MAP_BLOCK) + blk];
 }
 
 /* Does the disk lag memory for any block holding chunks [first, last] of @id? */
@@ -168,7 +186,7 @@ static int load_maps(struct srv_pool *p)
 		for (uint64_t blk = 0; blk < p->bitmap_bytes / MAP_BLOCK && ret == 0; blk++) {
 			uint64_t base = blk * MAP_BLOCK * 8;
 
-			ret = p->ops.map_read(p->store, map_rank(p, id) * p->bitmap_bytes +
+			ret = p->ops.map_read(p->store, map_slot(id) * p->bitmap_bytes +
 					      blk * MAP_BLOCK, buf, MAP_BLOCK);
 			for (unsigned i = 0; ret == 0 && i < MAP_BLOCK * 8; i++) {
 				if (!(buf[i / 8] & (1u << (i % 8))))
@@ -192,23 +210,32 @@ static int load_maps(struct srv_pool *p)
 	return ret;
 }
 
+/* Load the blob; the membership stays the formatted one unless the blob has one. */
 static int pool_meta_load(struct srv_pool *p)
 {
-	struct meta_v1 m;
+	uint8_t blob[META_BLOB_MAX];
+	struct rmr_membership ms;
+	struct meta_hdr m;
+	const char *bad = NULL;
 	size_t len = 0;
+	char why[160];
 	int ret;
 
 	p->map_ver = 1;
 	p->missed = 0;
 	if (!p->ops.meta_load)
 		return 0;
-	ret = p->ops.meta_load(p->store, &m, sizeof(m), &len);
+	ret = p->ops.meta_load(p->store, blob, sizeof(blob), &len);
 	if (ret < 0)
 		return ret;
-	if (len == 0)
-		return 0; /* never saved: a fresh member */
-	if (len != sizeof(m) || le32_to_cpu(m.magic) != META_MAGIC ||
-	    le32_to_cpu(m.version) != META_VERSION || le64_to_cpu(m.reserved) != 0 ||
+	if (len == 0) {
+		p->fresh = true; /* never saved: a new store */
+		return 0;
+	}
+	memcpy(&m, blob, RMR_MIN(len, sizeof(m)));
+	if (len < sizeof(m) || le32_to_cpu(m.magic) != META_MAGIC ||
+	    (le32_to_cpu(m.version) != 1 && le32_to_cpu(m.version) != META_VERSION) ||
+	    (le32_to_cpu(m.version) == 1 && len != sizeof(m)) || le64_to_cpu(m.reserved) != 0 ||
 	    (le64_to_cpu(m.missed) & 1)) {
 		log_err("pool=%s member=%u: metadata blob is corrupt or of an unknown version",
 			p->name, p->params.member_id);
@@ -216,6 +243,22 @@ static int pool_meta_load(struct srv_pool *p)
 	}
 	p->map_ver = le64_to_cpu(m.map_ver);
 	p->missed = le64_to_cpu(m.missed);
+	if (le32_to_cpu(m.version) == 1)
+		return 0;
+	if (rmr_wire_decode_members(blob + sizeof(m), len - sizeof(m), &ms, why, sizeof(why)) < 0 ||
+	    (bad = membership_invalid(p, &ms)) != NULL) {
+		log_err("pool=%s member=%u: the membership in the metadata blob is unusable: %s",
+			p->name, p->params.member_id, bad ? bad : why);
+		return -EBADMSG;
+	}
+	if (rmr_membership_ids(&ms) != rmr_membership_ids(&p->membership))
+		log_notice("pool=%s member=%u: membership version %llu (members 0x%llx) replaces the formatted list (0x%llx)",
+			   p->name, p->params.member_id, (unsigned long long)ms.version,
+			   (unsigned long long)rmr_membership_ids(&ms),
+			   (unsigned long long)rmr_membership_ids(&p->membership));
+	p->membership = ms;
+	p->params.members_mask = rmr_membership_ids(&ms);
+	p->missed &= p->params.members_mask;
 	return 0;
 }
 
@@ -335,18 +378,14 @@ int pool_flush_clears(struct srv_pool *p)
 			return ret;
 	}
 	for (uint64_t b = 0; have_map_area(p) && b < p->nblocks; b++) {
-		unsigned rank = (unsigned)(b / per_member);
-		unsigned id = 0;
+		unsigned id = (unsigned)(b / per_member) + 1;
 
 		if (!p->stale_blocks[b])
 			continue;
-		for (unsigned i = 1, r = 0; i <= RMR_MAX_MEMBER_ID; i++) {
-			if (!(p->params.members_mask & (1ull << i)))
-				continue;
-			if (r++ == rank) {
-				id = i;
-				break;
-			}
+		/* A member removed meanwhile: its bitmap is no one's any more. */
+		if (!p->maps[id]) {
+			p->stale_blocks[b] = 0;
+			continue;
 		}
 		ret = write_block(p, id, b % per_member);
 		if (ret < 0)
@@ -389,6 +428,206 @@ int pool_save_all_maps(struct srv_pool *p)
 	return pool_meta_save(p);
 }
 
+/*
+ * A blank store under an existing member id: every chunk is dirty for it,
+ * durably, before it serves anything; the resync then copies the pool in
+ * from the peers, and I/O to a chunk not copied yet waits for its copy. The
+ * metadata blob is saved, so that a restart resumes instead of starting over.
+ */
+static int pool_replace(struct srv_pool *p)
+{
+	int ret;
+
+	if (!p->fresh || !have_map_area(p)) {
+		log_err("pool=%s member=%u: refusing to replace: %s", p->name, p->params.member_id,
+			!p->fresh ? "the store has served the pool before"
+				  : "the store keeps no dirty map");
+		return p->fresh ? -EINVAL : -EEXIST;
+	}
+	ret = dirty_map_mark(pool_own_map(p), 0, p->nchunks);
+	if (ret == 0)
+		ret = pool_save_all_maps(p);
+	if (ret < 0)
+		return ret;
+	/*
+	 * The copies start once the client admits it (first I/O, or the maps
+	 * taken if it missed writes meanwhile): a copy begun before a map pull
+	 * would be done again after it.
+	 */
+	server_event_dirty(p, p->params.member_id, true);
+	log_notice("pool=%s member=%u: blank replacement: all %llu chunks are copied in from the peers",
+		   p->name, p->params.member_id, (unsigned long long)p->nchunks);
+	return 0;
+}
+
+/* --- activity log ---------------------------------------------------------- */
+
+/*
+ * Take the newer valid record of the two. A torn write leaves the other one,
+ * which is safe: the data write of a range goes to the store only after its
+ * record is durable. Two corrupt records cannot come from one torn write:
+ * the member refuses to start rather than guess where it may differ.
+ */
+static int al_load_records(struct srv_pool *p)
+{
+	struct al_record best = { 0 }, r;
+	int found = -1, corrupt = 0;
+	char why[128];
+
+	if (!have_map_area(p))
+		return 0;
+	for (int i = 0; i < 2; i++) {
+		int ret = p->ops.map_read(p->store, p->al_offset + (uint64_t)i * AL_RECORD_BYTES,
+					  p->al_buf, AL_RECORD_BYTES);
+
+		if (ret < 0)
+			return ret;
+		if (((const uint32_t *)p->al_buf)[0] == 0)
+			continue; /* never written */
+		if (al_decode(p->al_buf, AL_RECORD_BYTES, p->nchunks, &r, why, sizeof(why)) < 0) {
+			log_warn("pool=%s member=%u: activity log record %c unusable: %s", p->name,
+				 p->params.member_id, 'A' + i, why);
+			corrupt++;
+			continue;
+		}
+		if (found < 0 || r.seq > best.seq) {
+			best = r;
+			found = i;
+		}
+	}
+	if (found < 0 && corrupt == 2) {
+		log_err("pool=%s member=%u: both activity log records are corrupt", p->name,
+			p->params.member_id);
+		return -EBADMSG;
+	}
+	if (found < 0)
+		return 0;
+	p->ops.map_read(p->store, p->al_offset + (uint64_t)found * AL_RECORD_BYTES, p->al_buf,
+			AL_RECORD_BYTES);
+	al_load(p->al, p->al_buf, &best);
+	if (best.count)
+		log_notice("pool=%s member=%u: activity log holds %u ranges of writer %016llx",
+			   p->name, p->params.member_id, best.count,
+			   (unsigned long long)best.writer);
+	return 0;
+}
+
+/* Write the next record, into the slot that does not hold the newest one. */
+int pool_al_save(struct srv_pool *p)
+{
+	size_t len;
+	int ret;
+
+	if (!have_map_area(p))
+		return 0;
+	len = al_encode(p->al, p->al_buf);
+	ret = p->ops.map_write(p->store, p->al_offset + ((p->al->seq + 1) % 2) * AL_RECORD_BYTES,
+			       p->al_buf, len);
+	if (ret < 0) {
+		log_err("pool=%s member=%u: writing the activity log failed: %s", p->name,
+			p->params.member_id, strerror(-ret));
+		return ret;
+	}
+	p->al->seq++;
+	p->al->records++;
+	return 0;
+}
+
+bool pool_al_stale(const struct srv_pool *p, uint64_t writer)
+{
+	return p->al->n && p->al->writer != writer && p->al_reconciled_for != writer;
+}
+
+int pool_al_note(struct srv_pool *p, uint64_t writer, uint32_t slot, uint64_t addr,
+		 uint64_t len)
+{
+	uint64_t first, count;
+	int ret;
+
+	if (p->al->writer != writer) {
+		if (p->al->n && p->al_reconciled_for != writer) {
+			log_err("pool=%s member=%u: refusing a write: the activity log of writer %016llx was never reconciled",
+				p->name, p->params.member_id, (unsigned long long)p->al->writer);
+			return -EIO;
+		}
+		al_reset(p->al, writer); /* the old entries are on record as dirty */
+	}
+	if (!len)
+		return 0;
+	first = pool_first_chunk(p, addr);
+	count = pool_last_chunk(p, addr, len) - first + 1;
+	ret = al_note(p->al, slot, first, (uint32_t)RMR_MIN(count, (uint64_t)UINT32_MAX));
+	if (ret <= 0)
+		return ret;
+	return pool_al_save(p);
+}
+
+struct al_mark_ctx {
+	struct srv_pool *p;
+	uint64_t ids;
+	int ret;
+};
+
+static void al_mark_range(void *arg, uint64_t first, uint32_t count)
+{
+	struct al_mark_ctx *x = arg;
+
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID && x->ret == 0; id++)
+		if (x->ids & (1ull << id))
+			x->ret = pool_mark_chunks(x->p, id, first, count);
+}
+
+int pool_al_reconcile(struct srv_pool *p, uint64_t writer)
+{
+	uint64_t others = p->params.members_mask & ~(1ull << p->params.member_id);
+	struct al_mark_ctx x = { .p = p, .ids = others };
+	int ret;
+
+	if (!pool_al_stale(p, writer))
+		return 0;
+	log_notice("pool=%s member=%u: writer %016llx exited uncleanly: %u ranges of its activity log become dirty for the other members",
+		   p->name, p->params.member_id, (unsigned long long)p->al->writer, p->al->n);
+	/* The coarse record and the version first: a crash in between over-marks. */
+	ret = pool_note(p, p->map_ver + 1, others);
+	if (ret < 0)
+		return ret;
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+		if (others & (1ull << id))
+			p->mark_ver[id] = p->map_ver;
+	al_for_each(p->al, al_mark_range, &x);
+	if (x.ret == 0)
+		p->al_reconciled_for = writer;
+	return x.ret;
+}
+
+static void al_mark_own(void *arg, uint64_t first, uint32_t count)
+{
+	struct al_mark_ctx *x = arg;
+
+	if (x->ret == 0)
+		x->ret = dirty_map_mark(pool_own_map(x->p), first, count);
+}
+
+int pool_al_absorb(struct srv_pool *p, uint64_t writer)
+{
+	struct al_mark_ctx x = { .p = p };
+
+	if (!pool_al_stale(p, writer))
+		return 0;
+	log_notice("pool=%s member=%u: %u ranges of the activity log of writer %016llx become dirty here",
+		   p->name, p->params.member_id, p->al->n, (unsigned long long)p->al->writer);
+	al_for_each(p->al, al_mark_own, &x);
+	return x.ret;
+}
+
+int pool_al_clear(struct srv_pool *p)
+{
+	if (!p->al->n && !p->al->writer)
+		return 0;
+	al_reset(p->al, 0);
+	return pool_al_save(p);
+}
+
 void pool_free(struct srv_pool *p)
 {
 	for (unsigned id = 0; id <= RMR_MAX_MEMBER_ID; id++) {
@@ -400,7 +639,10 @@ void pool_free(struct srv_pool *p)
 		free(p->pull_maps[id]);
 	}
 	sync_index_destroy(&p->syncing);
+	verify_free(p);
 	free(p->stale_blocks);
+	free(p->al);
+	free(p->al_buf);
 	free(p->clean_pending);
 	free((void *)p->params.peers);
 	free(p);
@@ -480,32 +722,45 @@ int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
 		pool_free(p);
 		return -EINVAL;
 	}
-	p->bitmap_bytes = rmr_server_map_area_size(params->pool_size, params->chunk_size) /
-			  RMR_MAX_MEMBERS;
-	p->nblocks = RMR_MAX_MEMBERS * (p->bitmap_bytes / MAP_BLOCK);
+	p->bitmap_bytes = map_bitmap_bytes(p->nchunks);
+	p->nblocks = MAP_SLOTS * (p->bitmap_bytes / MAP_BLOCK);
+	p->al_offset = MAP_SLOTS * p->bitmap_bytes;
 	p->stale_blocks = calloc(p->nblocks, 1);
-	if (!p->stale_blocks || sync_index_init(&p->syncing, sync_capacity(p)) < 0) {
+	p->al = malloc(sizeof(*p->al));
+	p->al_buf = malloc(AL_RECORD_BYTES);
+	if (!p->stale_blocks || !p->al || !p->al_buf ||
+	    sync_index_init(&p->syncing, sync_capacity(p)) < 0) {
 		pool_free(p);
 		return -ENOMEM;
 	}
-	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
-		if (!(params->members_mask & (1ull << id)))
+	al_init(p->al);
+	membership_from_params(p, params, s->listen_addr);
+	ret = pool_meta_load(p);
+	/* A map for every member of the (possibly changed) membership. */
+	for (unsigned id = 1; ret == 0 && id <= RMR_MAX_MEMBER_ID; id++) {
+		if (!(p->params.members_mask & (1ull << id)))
 			continue;
 		p->maps[id] = calloc(1, sizeof(*p->maps[id]));
-		if (!p->maps[id] || dirty_map_init(p->maps[id], p->nchunks) < 0) {
-			pool_free(p);
-			return -ENOMEM;
-		}
+		if (!p->maps[id] || dirty_map_init(p->maps[id], p->nchunks) < 0)
+			ret = -ENOMEM;
 	}
-	ret = pool_meta_load(p);
 	if (ret == 0)
 		ret = load_maps(p);
+	if (ret == 0)
+		ret = al_load_records(p);
 	if (ret < 0) {
 		pool_free(p);
 		return ret;
 	}
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
 		p->mark_ver[id] = p->map_ver; /* unknown after a restart: assume the newest */
+	if (params->replace) {
+		ret = pool_replace(p);
+		if (ret < 0) {
+			pool_free(p);
+			return ret;
+		}
+	}
 	*out = p;
 	return 0;
 }

@@ -21,11 +21,14 @@
 
 #include <rmr/server.h>
 
+#include "activity_log.h"
 #include "dirty_map.h"
 #include "sync_index.h"
+#include "wire.h"
 
 struct copy;
 struct peer;
+struct verify;
 struct srv_session;
 
 struct srv_pool {
@@ -36,6 +39,8 @@ struct srv_pool {
 	void *store;
 	uint64_t map_ver;
 	uint64_t missed;             /* durable coarse record: ids that missed writes */
+	struct rmr_membership membership; /* who the members are (membership.h) */
+	bool fresh;                  /* the store never saved the metadata blob */
 	uint32_t chunk_shift;
 	uint64_t nchunks;
 	/* Per member id (this member's own included): chunks it missed. */
@@ -49,6 +54,18 @@ struct srv_pool {
 	uint8_t *stale_blocks;       /* one byte per block of the area */
 	uint64_t nblocks;
 	bool clears_pending;
+
+	/*
+	 * Activity log (activity_log.h): the ranges written lately for the
+	 * writer, durable in the dirty-map area after the bitmaps.
+	 */
+	struct activity_log *al;
+	void *al_buf;                /* one record */
+	uint64_t al_offset;          /* of the first record in the dirty-map area */
+	uint64_t al_reconciled_for;  /* writer that reconciled the entries of an older one */
+	/* writer.c: the holder before the last grant, restored if the new one leaves unused */
+	uint64_t prev_holder;
+	uint64_t fenced;             /* requests refused from writers that lost the epoch */
 
 	/* member-to-member sessions this member dials, by member id */
 	struct peer *peers[RMR_MAX_MEMBER_ID + 1];
@@ -75,6 +92,7 @@ struct srv_pool {
 	uint64_t window_start_ns, window_bytes, resync_bps;
 	uint64_t progress_ns;        /* last resync_progress event */
 	bool resync_waiting;         /* own chunks dirty, no peer can provide them */
+	bool resync_paused;          /* the operator paused the background resync */
 	uint64_t full_clear_due;     /* peer ids to tell "I hold every chunk" once that is true */
 	uint64_t *clean_pending;     /* chunks made clean, not yet told to peers */
 	uint64_t nclean_pending, clean_cap;
@@ -86,8 +104,11 @@ struct srv_pool {
 	uint64_t pull_wait_until;    /* ns: give up waiting for the source's session */
 	uint16_t pull_source;
 	uint64_t pull_map_ver;       /* the client's map version in the MAP_PULL */
+	uint64_t pull_writer;        /* the incarnation of the client that asked */
 	struct dirty_map *pull_maps[RMR_MAX_MEMBER_ID + 1];
 	uint64_t map_pulls;
+
+	struct verify *verify;       /* this member's verify, and its scratch buffer (verify.c) */
 
 	uint64_t reads, writes, read_bytes, write_bytes, errors, meta_saves, map_writes;
 };
@@ -123,6 +144,32 @@ int pool_flush_clears(struct srv_pool *p);
 int pool_save_all_maps(struct srv_pool *p);
 /* Member ids (never this one) with dirty chunks. */
 uint64_t pool_missed_ids(const struct srv_pool *p);
+/*
+ * Activity log. A write of @writer in request slot @slot covers
+ * [addr, addr+len): make the range durable in the log before the write goes
+ * to the store. Returns 0, -EIO if the log still holds another writer's
+ * entries that were never reconciled, or -errno from the store.
+ */
+int pool_al_note(struct srv_pool *p, uint64_t writer, uint32_t slot, uint64_t addr,
+		 uint64_t len);
+/* Does the log hold entries of a writer other than @writer, not reconciled by it? */
+bool pool_al_stale(const struct srv_pool *p, uint64_t writer);
+/*
+ * RECONCILE from @writer: every range in the log becomes dirty for every
+ * other member, durably, under a new map version. The entries stay until
+ * @writer writes (a crash before that reconciles again).
+ */
+int pool_al_reconcile(struct srv_pool *p, uint64_t writer);
+/*
+ * A map pull for @writer: the ranges of a stale log become dirty in this
+ * member's own map, in memory (the caller saves the maps).
+ */
+int pool_al_absorb(struct srv_pool *p, uint64_t writer);
+/* Write the log (and the writer epoch kept with it) durably. */
+int pool_al_save(struct srv_pool *p);
+/* Empty the log durably, after a clean goodbye of its writer or an absorb. */
+int pool_al_clear(struct srv_pool *p);
+
 /* Chunks of [addr, addr+len). */
 static inline uint64_t pool_first_chunk(const struct srv_pool *p, uint64_t addr)
 {

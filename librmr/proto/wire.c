@@ -34,7 +34,9 @@ static bool is_request(unsigned type)
 {
 	return type == RMR_MSG_HELLO || type == RMR_MSG_READ || type == RMR_MSG_WRITE ||
 	       type == RMR_MSG_MAP_ADD || type == RMR_MSG_HEARTBEAT || type == RMR_MSG_MAP_PULL ||
-	       type == RMR_MSG_MAP_GET || type == RMR_MSG_SYNC_READ || type == RMR_MSG_MAP_CLEAR;
+	       type == RMR_MSG_MAP_GET || type == RMR_MSG_SYNC_READ || type == RMR_MSG_MAP_CLEAR ||
+	       type == RMR_MSG_RECONCILE || type == RMR_MSG_CHUNK_SUM || type == RMR_MSG_MAP_MARK ||
+	       type == RMR_MSG_MEMBERSHIP;
 }
 
 static bool is_response(unsigned type)
@@ -42,7 +44,9 @@ static bool is_response(unsigned type)
 	return type == RMR_MSG_HELLO_RSP || type == RMR_MSG_READ_RSP ||
 	       type == RMR_MSG_WRITE_RSP || type == RMR_MSG_MAP_ADD_RSP ||
 	       type == RMR_MSG_MAP_PULL_RSP || type == RMR_MSG_MAP_GET_RSP ||
-	       type == RMR_MSG_SYNC_READ_RSP || type == RMR_MSG_MAP_CLEAR_RSP;
+	       type == RMR_MSG_SYNC_READ_RSP || type == RMR_MSG_MAP_CLEAR_RSP ||
+	       type == RMR_MSG_RECONCILE_RSP || type == RMR_MSG_CHUNK_SUM_RSP ||
+	       type == RMR_MSG_MAP_MARK_RSP || type == RMR_MSG_MEMBERSHIP_RSP;
 }
 
 /* Member-id masks may only name ids 1..RMR_MAX_MEMBER_ID. */
@@ -99,7 +103,9 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 	/* Writes without data (trim), their MAP_ADD and MAP_CLEAR may cover large ranges. */
 	if (m->len > RMR_WIRE_MAX_PAYLOAD && m->type != RMR_MSG_WRITE &&
 	    m->type != RMR_MSG_MAP_ADD && m->type != RMR_MSG_MAP_CLEAR &&
-	    m->type != RMR_MSG_MAP_CLEAR_RSP)
+	    m->type != RMR_MSG_MAP_CLEAR_RSP && m->type != RMR_MSG_MAP_MARK &&
+	    m->type != RMR_MSG_MAP_MARK_RSP && m->type != RMR_MSG_CHUNK_SUM &&
+	    m->type != RMR_MSG_CHUNK_SUM_RSP)
 		return reject(why, whylen, "%s: length %u is too large", rmr_msg_type_name(m->type),
 			      m->len);
 	if (m->addr + m->len < m->addr)
@@ -115,7 +121,8 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 		return reject(why, whylen, "%s: status %d is not an errno", rmr_msg_type_name(m->type),
 			      m->status);
 	if (m->missed && m->type != RMR_MSG_WRITE && m->type != RMR_MSG_MAP_ADD &&
-	    m->type != RMR_MSG_HELLO_RSP)
+	    m->type != RMR_MSG_HELLO_RSP && m->type != RMR_MSG_RECONCILE_RSP &&
+	    m->type != RMR_MSG_MAP_MARK)
 		return reject(why, whylen, "%s: unexpected missed-member mask",
 			      rmr_msg_type_name(m->type));
 
@@ -126,20 +133,23 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 				      m->payload_len, sizeof(struct rmr_wire_hello));
 		break;
 	case RMR_MSG_HELLO_RSP:
-		if (m->status == 0 && m->payload_len != sizeof(struct rmr_wire_hello_rsp))
-			return reject(why, whylen, "HELLO_RSP: payload of %u bytes, expected %zu",
-				      m->payload_len, sizeof(struct rmr_wire_hello_rsp));
+		/* The answer, then the member's membership (checked by its decoder). */
+		if (m->status == 0 && m->payload_len < sizeof(struct rmr_wire_hello_rsp) +
+							   sizeof(struct rmr_wire_members))
+			return reject(why, whylen, "HELLO_RSP: payload of %u bytes, expected at least %zu",
+				      m->payload_len,
+				      sizeof(struct rmr_wire_hello_rsp) + sizeof(struct rmr_wire_members));
 		if (m->status != 0 && m->payload_len != 0)
 			return reject(why, whylen, "HELLO_RSP: refusal carries a payload");
 		break;
 	case RMR_MSG_READ:
-		if (m->payload_len != 0)
-			return reject(why, whylen, "READ: carries a payload");
+		/* A payload is the request's argument (a key, say); the session bounds both. */
 		if (m->len == 0)
 			return reject(why, whylen, "READ: zero length");
 		break;
 	case RMR_MSG_READ_RSP:
-		if (m->status == 0 && m->payload_len != m->len)
+		/* The store may return fewer bytes than asked for (a value shorter than the buffer). */
+		if (m->status == 0 && m->payload_len > m->len)
 			return reject(why, whylen, "READ_RSP: payload %u for length %u",
 				      m->payload_len, m->len);
 		if (m->status != 0 && m->payload_len != 0)
@@ -177,8 +187,33 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 		if (m->op_flags & ~RMR_MAP_GET_LAST)
 			return reject(why, whylen, "MAP_GET_RSP: unknown flags 0x%x", m->op_flags);
 		break;
+	case RMR_MSG_CHUNK_SUM:
+		/* A range of chunks (addr = first, len = count); the session bounds the answer. */
+		if (m->payload_len != 0 || m->len == 0)
+			return reject(why, whylen, "CHUNK_SUM: a payload or no chunks");
+		break;
+	case RMR_MSG_CHUNK_SUM_RSP:
+		if (m->status == 0 &&
+		    (uint64_t)m->payload_len != (uint64_t)m->len * sizeof(struct rmr_wire_chunk_sum))
+			return reject(why, whylen, "CHUNK_SUM_RSP: payload %u for %u chunks",
+				      m->payload_len, m->len);
+		if (m->status != 0 && m->payload_len != 0)
+			return reject(why, whylen, "CHUNK_SUM_RSP: error carries a payload");
+		break;
+	case RMR_MSG_MAP_MARK:
+		if (m->payload_len != 0 || m->len == 0 || !m->missed)
+			return reject(why, whylen, "MAP_MARK: a payload, no chunks or no members");
+		break;
+	case RMR_MSG_MEMBERSHIP:
+		if (m->payload_len < sizeof(struct rmr_wire_members) ||
+		    (m->op_flags & ~RMR_MEMBERSHIP_CHECK))
+			return reject(why, whylen, "MEMBERSHIP: no members or unknown flags 0x%x",
+				      m->op_flags);
+		break;
 	case RMR_MSG_MAP_GET:
 	case RMR_MSG_MAP_CLEAR:
+	case RMR_MSG_MAP_MARK_RSP:
+	case RMR_MSG_MEMBERSHIP_RSP:
 	case RMR_MSG_MAP_PULL_RSP:
 	case RMR_MSG_MAP_CLEAR_RSP:
 	case RMR_MSG_HEARTBEAT:
@@ -186,6 +221,8 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 	case RMR_MSG_MAP_ADD:
 	case RMR_MSG_MAP_ADD_RSP:
 	case RMR_MSG_GOODBYE:
+	case RMR_MSG_RECONCILE:
+	case RMR_MSG_RECONCILE_RSP:
 		if (m->payload_len != 0)
 			return reject(why, whylen, "%s: carries a payload", rmr_msg_type_name(m->type));
 		break;
@@ -241,6 +278,8 @@ void rmr_wire_encode_hello(struct rmr_wire_hello *w, const struct rmr_hello *h)
 	w->heartbeat_ms = cpu_to_le32(h->heartbeat_ms);
 	w->incarnation = cpu_to_le64(h->incarnation);
 	copy_name(w->pool_name, sizeof(w->pool_name), h->pool_name);
+	w->flags = cpu_to_le32(h->flags);
+	w->writer_epoch = cpu_to_le64(h->writer_epoch);
 }
 
 int rmr_wire_decode_hello(const struct rmr_msg *m, struct rmr_hello *h, char *why, size_t whylen)
@@ -255,8 +294,14 @@ int rmr_wire_decode_hello(const struct rmr_msg *m, struct rmr_hello *h, char *wh
 	h->max_io_size = le32_to_cpu(w.max_io_size);
 	h->heartbeat_ms = le32_to_cpu(w.heartbeat_ms);
 	h->incarnation = le64_to_cpu(w.incarnation);
+	h->flags = le32_to_cpu(w.flags);
+	h->writer_epoch = le64_to_cpu(w.writer_epoch);
 	if (h->role != RMR_ROLE_CLIENT && h->role != RMR_ROLE_PEER)
 		return reject(why, whylen, "HELLO: unknown role %u", h->role);
+	if ((h->flags & ~RMR_HELLO_FLAGS) || le32_to_cpu(w.reserved))
+		return reject(why, whylen, "HELLO: unknown flags 0x%x or reserved field set", h->flags);
+	if (h->role == RMR_ROLE_PEER && (h->flags || h->writer_epoch))
+		return reject(why, whylen, "HELLO: a member's hello carries writer fields");
 	if (h->queue_depth == 0 || h->max_io_size == 0 || h->max_io_size > RMR_WIRE_MAX_PAYLOAD)
 		return reject(why, whylen, "HELLO: queue depth %u / max io %u out of range",
 			      h->queue_depth, h->max_io_size);
@@ -268,8 +313,95 @@ int rmr_wire_decode_hello(const struct rmr_msg *m, struct rmr_hello *h, char *wh
 	return 0;
 }
 
-void rmr_wire_encode_hello_rsp(struct rmr_wire_hello_rsp *w, const struct rmr_hello_rsp *h)
+size_t rmr_wire_encode_members(void *buf, const struct rmr_membership *ms)
 {
+	struct rmr_wire_members hdr = {
+		.version = cpu_to_le64(ms->version),
+		.count = cpu_to_le32(ms->n),
+	};
+	char *p = buf;
+
+	memcpy(p, &hdr, sizeof(hdr));
+	p += sizeof(hdr);
+	for (unsigned i = 0; i < ms->n && i < RMR_MAX_MEMBERS; i++) {
+		struct rmr_wire_member e;
+
+		memset(&e, 0, sizeof(e));
+		e.id = cpu_to_le16(ms->m[i].id);
+		e.flags = cpu_to_le16(ms->m[i].detached ? RMR_WIRE_MEMBER_DETACHED : 0);
+		copy_name(e.addr, sizeof(e.addr), ms->m[i].addr);
+		memcpy(p, &e, sizeof(e));
+		p += sizeof(e);
+	}
+	return (size_t)(p - (char *)buf);
+}
+
+int rmr_wire_decode_members(const void *buf, size_t len, struct rmr_membership *ms, char *why,
+			    size_t whylen)
+{
+	struct rmr_wire_members hdr;
+	const char *p = buf;
+	uint64_t seen = 0;
+	uint32_t n;
+
+	if (len < sizeof(hdr))
+		return reject(why, whylen, "membership: %zu bytes, shorter than its header", len);
+	memcpy(&hdr, p, sizeof(hdr));
+	n = le32_to_cpu(hdr.count);
+	if (n == 0 || n > RMR_MAX_MEMBERS || le32_to_cpu(hdr.reserved))
+		return reject(why, whylen, "membership: %u members (1..%u) or reserved set", n,
+			      RMR_MAX_MEMBERS);
+	if (len != sizeof(hdr) + (size_t)n * sizeof(struct rmr_wire_member))
+		return reject(why, whylen, "membership: %zu bytes for %u members", len, n);
+	memset(ms, 0, sizeof(*ms));
+	ms->version = le64_to_cpu(hdr.version);
+	ms->n = n;
+	p += sizeof(hdr);
+	for (uint32_t i = 0; i < n; i++, p += sizeof(struct rmr_wire_member)) {
+		struct rmr_wire_member e;
+		uint16_t id, flags;
+
+		memcpy(&e, p, sizeof(e));
+		id = le16_to_cpu(e.id);
+		flags = le16_to_cpu(e.flags);
+		if (id == 0 || id > RMR_MAX_MEMBER_ID || (seen & (1ull << id)))
+			return reject(why, whylen, "membership: member id %u out of range or twice", id);
+		if ((flags & ~RMR_WIRE_MEMBER_FLAGS) || le32_to_cpu(e.reserved) ||
+		    le32_to_cpu(e.reserved2))
+			return reject(why, whylen, "membership: member %u has unknown flags 0x%x or reserved set",
+				      id, flags);
+		if (!name_field_valid(e.addr, sizeof(e.addr)) || !e.addr[0])
+			return reject(why, whylen, "membership: member %u's address is not a padded string",
+				      id);
+		seen |= 1ull << id;
+		ms->m[i].id = id;
+		ms->m[i].detached = flags & RMR_WIRE_MEMBER_DETACHED;
+		memcpy(ms->m[i].addr, e.addr, sizeof(ms->m[i].addr));
+	}
+	return 0;
+}
+
+const struct rmr_member_entry *rmr_membership_find(const struct rmr_membership *ms, uint16_t id)
+{
+	for (unsigned i = 0; i < ms->n && i < RMR_MAX_MEMBERS; i++)
+		if (ms->m[i].id == id)
+			return &ms->m[i];
+	return NULL;
+}
+
+uint64_t rmr_membership_ids(const struct rmr_membership *ms)
+{
+	uint64_t ids = 0;
+
+	for (unsigned i = 0; i < ms->n && i < RMR_MAX_MEMBERS; i++)
+		ids |= 1ull << ms->m[i].id;
+	return ids;
+}
+
+size_t rmr_wire_encode_hello_rsp(void *buf, const struct rmr_hello_rsp *h)
+{
+	struct rmr_wire_hello_rsp wb, *w = &wb;
+
 	memset(w, 0, sizeof(*w));
 	w->member_id = cpu_to_le16(h->member_id);
 	w->chunk_size = cpu_to_le32(h->chunk_size);
@@ -281,6 +413,10 @@ void rmr_wire_encode_hello_rsp(struct rmr_wire_hello_rsp *w, const struct rmr_he
 	w->max_io_size = cpu_to_le32(h->max_io_size);
 	w->incarnation = cpu_to_le64(h->incarnation);
 	copy_name(w->pool_name, sizeof(w->pool_name), h->pool_name);
+	w->flags = cpu_to_le16(h->flags);
+	w->writer_epoch = cpu_to_le64(h->writer_epoch);
+	memcpy(buf, w, sizeof(*w));
+	return sizeof(*w) + rmr_wire_encode_members((char *)buf + sizeof(*w), &h->membership);
 }
 
 int rmr_wire_decode_hello_rsp(const struct rmr_msg *m, struct rmr_hello_rsp *h, char *why,
@@ -288,11 +424,13 @@ int rmr_wire_decode_hello_rsp(const struct rmr_msg *m, struct rmr_hello_rsp *h, 
 {
 	struct rmr_wire_hello_rsp w;
 
-	if (m->type != RMR_MSG_HELLO_RSP || m->payload_len != sizeof(w))
+	if (m->type != RMR_MSG_HELLO_RSP || m->payload_len < sizeof(w))
 		return reject(why, whylen, "not a HELLO_RSP");
 	memcpy(&w, m->payload, sizeof(w));
-	if (le16_to_cpu(w.reserved0))
-		return reject(why, whylen, "HELLO_RSP: reserved field is not zero");
+	h->flags = le16_to_cpu(w.flags);
+	if (h->flags & ~RMR_HELLO_RSP_FLAGS)
+		return reject(why, whylen, "HELLO_RSP: unknown flags 0x%x", h->flags);
+	h->writer_epoch = le64_to_cpu(w.writer_epoch);
 	h->member_id = le16_to_cpu(w.member_id);
 	h->chunk_size = le32_to_cpu(w.chunk_size);
 	h->pool_size = le64_to_cpu(w.pool_size);
@@ -320,6 +458,33 @@ int rmr_wire_decode_hello_rsp(const struct rmr_msg *m, struct rmr_hello_rsp *h, 
 	if (!name_field_valid(w.pool_name, sizeof(w.pool_name)) || !w.pool_name[0])
 		return reject(why, whylen, "HELLO_RSP: pool name is not a padded string");
 	memcpy(h->pool_name, w.pool_name, sizeof(h->pool_name));
+	if (rmr_wire_decode_members((const char *)m->payload + sizeof(w), m->payload_len - sizeof(w),
+				    &h->membership, why, whylen) < 0)
+		return -EBADMSG;
+	if (rmr_membership_ids(&h->membership) != h->members)
+		return reject(why, whylen, "HELLO_RSP: membership and member mask disagree");
+	return 0;
+}
+
+void rmr_wire_encode_chunk_sum(struct rmr_wire_chunk_sum *w, uint32_t crc, uint32_t flags)
+{
+	w->crc = cpu_to_le32(crc);
+	w->flags = cpu_to_le32(flags);
+}
+
+int rmr_wire_decode_chunk_sum(const struct rmr_msg *m, size_t i, uint32_t *crc,
+			      uint32_t *flags, char *why, size_t whylen)
+{
+	struct rmr_wire_chunk_sum w;
+
+	if (m->type != RMR_MSG_CHUNK_SUM_RSP || i >= m->payload_len / sizeof(w))
+		return reject(why, whylen, "CHUNK_SUM_RSP: no entry %zu", i);
+	memcpy(&w, (const char *)m->payload + i * sizeof(w), sizeof(w));
+	*crc = le32_to_cpu(w.crc);
+	*flags = le32_to_cpu(w.flags);
+	if (*flags & ~RMR_SUM_FLAGS)
+		return reject(why, whylen, "CHUNK_SUM_RSP: entry %zu has unknown flags 0x%x", i,
+			      *flags);
 	return 0;
 }
 

@@ -22,11 +22,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <rmr/rmr.h>
 
 #define RMR_WIRE_MAGIC 0x31524d52u /* "RMR1" */
-#define RMR_WIRE_VERSION 1
+#define RMR_WIRE_VERSION 4
 /* Largest payload of any message; the session's max_io_size is smaller. */
 #define RMR_WIRE_MAX_PAYLOAD (4u << 20)
 
@@ -46,8 +47,8 @@ static inline uint64_t le64_to_cpu(rmr_le64 x) { return le64toh(x.v); }
 	X(HELLO, 1)         /* open a session: payload rmr_wire_hello */           \
 	X(HELLO_RSP, 2)     /* payload rmr_wire_hello_rsp; status < 0 = refused */ \
 	X(HEARTBEAT, 3)     /* no payload; any message proves liveness */         \
-	X(READ, 4)          /* read-like request: addr, len; no payload */         \
-	X(READ_RSP, 5)      /* status; payload = len bytes if status == 0 */       \
+	X(READ, 4)          /* read-like request: addr, len; payload = argument */ \
+	X(READ_RSP, 5)      /* status; payload <= len bytes if status == 0 */      \
 	X(WRITE, 6)         /* write-like request: payload 0 or len bytes */       \
 	X(WRITE_RSP, 7)     /* status */                                           \
 	X(MAP_ADD, 8)       /* record members in @missed as having missed writes */ \
@@ -61,7 +62,18 @@ static inline uint64_t le64_to_cpu(rmr_le64 x) { return le64toh(x.v); }
 	X(SYNC_READ, 15)    /* member -> member: bytes of a chunk, for resync */     \
 	X(SYNC_READ_RSP, 16) /* status; payload = len bytes if status == 0 */      \
 	X(MAP_CLEAR, 17)    /* member -> member: sender holds [addr, addr+len) again */ \
-	X(MAP_CLEAR_RSP, 18) /* status */
+	X(MAP_CLEAR_RSP, 18) /* status */                                        \
+	X(RECONCILE, 19)    /* client -> member: the last writer exited uncleanly; */ \
+	                    /* mark the activity log dirty for every other member */ \
+	X(RECONCILE_RSP, 20) /* status; map_ver, missed = the member's after */ \
+	X(CHUNK_SUM, 21)    /* member -> member: checksums of chunks [addr, addr+len) */ \
+	X(CHUNK_SUM_RSP, 22) /* status; payload rmr_wire_chunk_sum[len] */        \
+	X(MAP_MARK, 23)     /* member -> member: chunks [addr, addr+len) are dirty */ \
+	                    /* for every member in @missed, the receiver too */   \
+	X(MAP_MARK_RSP, 24) /* status */                                         \
+	X(MEMBERSHIP, 25)   /* client -> member: the pool's membership, payload  */ \
+	                    /* rmr_wire_members; op_flags RMR_MEMBERSHIP_CHECK    */ \
+	X(MEMBERSHIP_RSP, 26) /* status */
 
 enum rmr_msg_type {
 #define RMR_X_MSG(name, num) RMR_MSG_##name = num,
@@ -97,6 +109,10 @@ _Static_assert(offsetof(struct rmr_wire_hdr, missed) == 64, "wire header layout"
 #define RMR_ROLE_CLIENT 1
 #define RMR_ROLE_PEER 2
 
+/* HELLO flags. */
+#define RMR_HELLO_TAKEOVER 1u        /* client: fence the current writer, take the pool */
+#define RMR_HELLO_FLAGS RMR_HELLO_TAKEOVER
+
 /* HELLO payload: who is connecting and what it asks for. */
 struct rmr_wire_hello {
 	rmr_le32 role;               /* RMR_ROLE_CLIENT or RMR_ROLE_PEER */
@@ -105,13 +121,20 @@ struct rmr_wire_hello {
 	rmr_le32 heartbeat_ms;       /* sender's heartbeat interval */
 	rmr_le64 incarnation;        /* random per process: a restart changes it */
 	char pool_name[RMR_NAME_MAX + 1]; /* NUL-terminated, NUL-padded */
+	rmr_le32 flags;              /* RMR_HELLO_* */
+	rmr_le32 reserved;           /* zero */
+	rmr_le64 writer_epoch;       /* client: epoch it holds, 0 when it opens; peer: 0 */
 };
-_Static_assert(sizeof(struct rmr_wire_hello) == 88, "hello size");
+_Static_assert(sizeof(struct rmr_wire_hello) == 104, "hello size");
+
+/* HELLO_RSP flags. */
+#define RMR_HELLO_RSP_STALE_AL 1u    /* activity log of another writer: reconcile first */
+#define RMR_HELLO_RSP_FLAGS RMR_HELLO_RSP_STALE_AL
 
 /* HELLO_RSP payload: the member's identity and view of the pool. */
 struct rmr_wire_hello_rsp {
 	rmr_le16 member_id;          /* 1..RMR_MAX_MEMBER_ID */
-	rmr_le16 reserved0;          /* zero */
+	rmr_le16 flags;              /* RMR_HELLO_RSP_* */
 	rmr_le32 chunk_size;         /* power of two */
 	rmr_le64 pool_size;          /* bytes */
 	rmr_le64 map_ver;            /* member's map version */
@@ -121,8 +144,9 @@ struct rmr_wire_hello_rsp {
 	rmr_le32 max_io_size;        /* largest request accepted (<= asked) */
 	rmr_le64 incarnation;        /* member process incarnation */
 	char pool_name[RMR_NAME_MAX + 1];
+	rmr_le64 writer_epoch;       /* client session: the writer epoch granted */
 };
-_Static_assert(sizeof(struct rmr_wire_hello_rsp) == 120, "hello_rsp size");
+_Static_assert(sizeof(struct rmr_wire_hello_rsp) == 128, "hello_rsp size");
 
 /* MAP_GET_RSP: this page ends the transfer. */
 #define RMR_MAP_GET_LAST 1u
@@ -146,6 +170,65 @@ struct rmr_map_range {
 	uint64_t first;
 };
 
+/* CHUNK_SUM_RSP entry flags. */
+#define RMR_SUM_DIRTY 1u             /* the answering member misses this chunk: no checksum */
+#define RMR_SUM_FLAGS RMR_SUM_DIRTY
+
+/* One entry of a CHUNK_SUM_RSP: a chunk's CRC-32C as the answering member holds it. */
+struct rmr_wire_chunk_sum {
+	rmr_le32 crc;
+	rmr_le32 flags;              /* RMR_SUM_* */
+};
+_Static_assert(sizeof(struct rmr_wire_chunk_sum) == 8, "chunk sum size");
+
+/*
+ * A pool's membership: every member id with its address, versioned. It
+ * follows the HELLO_RSP payload and is the MEMBERSHIP payload: a
+ * rmr_wire_members header, then @count rmr_wire_member entries.
+ */
+#define RMR_WIRE_MEMBER_DETACHED 1u      /* out of the pool's I/O; the others track what it misses */
+#define RMR_WIRE_MEMBER_FLAGS RMR_WIRE_MEMBER_DETACHED
+/* MEMBERSHIP op_flags: only check that the change may be made (-EBUSY if not). */
+#define RMR_MEMBERSHIP_CHECK 1u
+
+struct rmr_wire_members {
+	rmr_le64 version;            /* 0: as the stores were formatted */
+	rmr_le32 count;              /* 1..RMR_MAX_MEMBERS entries follow */
+	rmr_le32 reserved;           /* zero */
+};
+_Static_assert(sizeof(struct rmr_wire_members) == 16, "members header size");
+
+struct rmr_wire_member {
+	rmr_le16 id;                 /* 1..RMR_MAX_MEMBER_ID, unique */
+	rmr_le16 flags;              /* RMR_WIRE_MEMBER_* */
+	rmr_le32 reserved;           /* zero */
+	char addr[RMR_ADDR_MAX + 1]; /* where its server listens; NUL-padded, not empty */
+	rmr_le32 reserved2;          /* zero */
+};
+_Static_assert(sizeof(struct rmr_wire_member) == 120, "member entry size");
+
+#define RMR_WIRE_MEMBERS_MAX \
+	(sizeof(struct rmr_wire_members) + RMR_MAX_MEMBERS * sizeof(struct rmr_wire_member))
+
+/* The address of a member that this member was not told where to reach. */
+#define RMR_ADDR_UNKNOWN "?"
+static inline bool rmr_addr_known(const char *addr)
+{
+	return addr[0] && strcmp(addr, RMR_ADDR_UNKNOWN) != 0;
+}
+
+/* A decoded membership. */
+struct rmr_member_entry {
+	uint16_t id;
+	bool detached;
+	char addr[RMR_ADDR_MAX + 1];
+};
+struct rmr_membership {
+	uint64_t version;
+	unsigned n;
+	struct rmr_member_entry m[RMR_MAX_MEMBERS];
+};
+
 /* A decoded message, in host order. */
 struct rmr_msg {
 	unsigned type;
@@ -166,17 +249,19 @@ struct rmr_msg {
 
 /* Decoded HELLO / HELLO_RSP payloads. */
 struct rmr_hello {
-	uint32_t role, queue_depth, max_io_size, heartbeat_ms;
-	uint64_t incarnation;
+	uint32_t role, queue_depth, max_io_size, heartbeat_ms, flags;
+	uint64_t incarnation, writer_epoch;
 	char pool_name[RMR_NAME_MAX + 1];
 };
 struct rmr_hello_rsp {
-	uint16_t member_id;
+	uint16_t member_id, flags;
+	uint64_t writer_epoch;
 	uint32_t chunk_size;
 	uint64_t pool_size, map_ver, missed, members;
 	uint32_t queue_depth, max_io_size;
 	uint64_t incarnation;
 	char pool_name[RMR_NAME_MAX + 1];
+	struct rmr_membership membership; /* the member's view of the pool's members */
 };
 
 /*
@@ -194,9 +279,24 @@ void rmr_wire_encode_map_range(struct rmr_wire_map_range *w, const struct rmr_ma
 /* Decode entry @i of a MAP_GET_RSP (i < payload_len / 16). */
 int rmr_wire_decode_map_range(const struct rmr_msg *m, size_t i, struct rmr_map_range *r,
 			      char *why, size_t whylen);
+/* Entry @i of a CHUNK_SUM_RSP (i < len): 0, or -EBADMSG for unknown flags. */
+int rmr_wire_decode_chunk_sum(const struct rmr_msg *m, size_t i, uint32_t *crc,
+			      uint32_t *flags, char *why, size_t whylen);
+void rmr_wire_encode_chunk_sum(struct rmr_wire_chunk_sum *w, uint32_t crc, uint32_t flags);
+/* Encode @ms into @buf (RMR_WIRE_MEMBERS_MAX bytes); returns the bytes used. */
+size_t rmr_wire_encode_members(void *buf, const struct rmr_membership *ms);
+/* Decode exactly @len bytes of membership: 0, or -EBADMSG with a reason. */
+int rmr_wire_decode_members(const void *buf, size_t len, struct rmr_membership *ms, char *why,
+			    size_t whylen);
+/* The entry of member @id in @ms, or NULL. */
+const struct rmr_member_entry *rmr_membership_find(const struct rmr_membership *ms,
+						   uint16_t id);
+/* Every member id of @ms (bit n = id n), detached ones included. */
+uint64_t rmr_membership_ids(const struct rmr_membership *ms);
 void rmr_wire_encode_hello(struct rmr_wire_hello *w, const struct rmr_hello *h);
 int rmr_wire_decode_hello(const struct rmr_msg *m, struct rmr_hello *h, char *why, size_t whylen);
-void rmr_wire_encode_hello_rsp(struct rmr_wire_hello_rsp *w, const struct rmr_hello_rsp *h);
+/* Encode @h and its membership into @buf; returns the payload bytes. */
+size_t rmr_wire_encode_hello_rsp(void *buf, const struct rmr_hello_rsp *h);
 int rmr_wire_decode_hello_rsp(const struct rmr_msg *m, struct rmr_hello_rsp *h, char *why,
 			      size_t whylen);
 

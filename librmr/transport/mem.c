@@ -6,6 +6,9 @@
  * threads exactly as over a real network.
  *
  * One process-wide mutex guards everything: simplicity beats speed here.
+ * Receive buffers are recycled, though: a simulation sends hundreds of
+ * thousands of messages, and a fresh max_msg allocation for each one costs
+ * page faults that dwarf everything the test exercises.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -33,14 +36,21 @@ struct rmr_conn {
 	bool up;               /* connected (or accepted) */
 };
 
+/* A receive buffer: lent to the core as @data, recycled on release. */
+struct mem_buf {
+	size_t cap;
+	struct mem_buf *next_free;
+	char data[];
+};
+
 struct mem_ev {
 	enum mem_ev_kind kind;
 	struct rmr_conn *conn; /* holds a reference */
 	void *op_ctx;
 	int status;
 	size_t len;
+	struct mem_buf *buf;   /* EV_MSG payload */
 	struct mem_ev *next;
-	char data[]; /* EV_MSG payload */
 };
 
 struct mem_tp {
@@ -55,6 +65,43 @@ struct mem_tp {
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mem_tp *listeners;
+
+#define FREE_BYTES_MAX (64u << 20)
+static struct mem_buf *free_bufs; /* under mem_lock */
+static size_t free_bytes;
+
+/* A buffer of at least @cap bytes. Under mem_lock. */
+static struct mem_buf *buf_get(size_t cap)
+{
+	struct mem_buf *b = free_bufs, **prev = &free_bufs;
+
+	for (; b; prev = &b->next_free, b = b->next_free) {
+		if (b->cap >= cap) {
+			*prev = b->next_free;
+			free_bytes -= b->cap;
+			return b;
+		}
+	}
+	b = malloc(sizeof(*b) + cap);
+	if (!b)
+		abort(); /* test transport: out of memory is fatal */
+	b->cap = cap;
+	return b;
+}
+
+/* Under mem_lock. */
+static void buf_put(struct mem_buf *b)
+{
+	if (!b)
+		return;
+	if (free_bytes + b->cap > FREE_BYTES_MAX) {
+		free(b);
+		return;
+	}
+	b->next_free = free_bufs;
+	free_bufs = b;
+	free_bytes += b->cap;
+}
 
 #define MAX_CUTS 32
 static char cuts[MAX_CUTS][2][RMR_ADDR_MAX + 1]; /* empty = unused */
@@ -124,16 +171,22 @@ static void post(struct mem_tp *tp, struct mem_ev *e)
 		log_err("mem transport: eventfd write: %s", strerror(errno));
 }
 
-static struct mem_ev *ev_new(enum mem_ev_kind kind, struct rmr_conn *conn, size_t len)
+static struct mem_ev *ev_new(enum mem_ev_kind kind, struct rmr_conn *conn)
 {
-	struct mem_ev *e = calloc(1, sizeof(*e) + len);
+	struct mem_ev *e = calloc(1, sizeof(*e));
 
 	if (!e)
 		abort(); /* test transport: out of memory is fatal */
 	e->kind = kind;
 	e->conn = conn;
-	e->len = len;
 	return e;
+}
+
+/* Under mem_lock. */
+static void ev_free(struct mem_ev *e)
+{
+	buf_put(e->buf);
+	free(e);
 }
 
 static int mem_create(const struct rmr_transport_params *params,
@@ -172,7 +225,7 @@ static void mem_destroy(void *arg)
 		tp->head = e->next;
 		if (e->conn)
 			conn_put(e->conn);
-		free(e);
+		ev_free(e);
 	}
 	pthread_mutex_unlock(&mem_lock);
 	close(tp->efd);
@@ -224,9 +277,9 @@ static int mem_connect(void *arg, const char *addr, void *conn_ctx, struct rmr_c
 	if (l && link_cut(tp, l)) {
 		/* The request vanishes: the dialer's own timeout must notice. */
 	} else if (l) {
-		post(l, ev_new(EV_CONNREQ, c, 0));
+		post(l, ev_new(EV_CONNREQ, c));
 	} else {
-		struct mem_ev *e = ev_new(EV_CONNFAIL, c, 0);
+		struct mem_ev *e = ev_new(EV_CONNFAIL, c);
 
 		e->status = -ECONNREFUSED;
 		post(tp, e);
@@ -255,15 +308,16 @@ static int mem_send(void *arg, struct rmr_conn *c, const struct iovec *iov, int 
 	}
 	if (!link_cut(tp, c->peer->tp)) {
 		/* Receive buffers have room for max_msg bytes, as with a real transport. */
-		msg = ev_new(EV_MSG, c->peer, RMR_MAX(len, c->peer->tp->params.max_msg));
+		msg = ev_new(EV_MSG, c->peer);
+		msg->buf = buf_get(RMR_MAX(len, c->peer->tp->params.max_msg));
 		msg->len = len;
 		for (int i = 0; i < iovcnt; i++) {
-			memcpy(msg->data + off, iov[i].iov_base, iov[i].iov_len);
+			memcpy(msg->buf->data + off, iov[i].iov_base, iov[i].iov_len);
 			off += iov[i].iov_len;
 		}
 		post(c->peer->tp, msg);
 	}
-	done = ev_new(EV_SEND_DONE, c, 0);
+	done = ev_new(EV_SEND_DONE, c);
 	done->op_ctx = op_ctx;
 	post(tp, done);
 	pthread_mutex_unlock(&mem_lock);
@@ -274,7 +328,9 @@ static void mem_recv_release(void *arg, struct rmr_conn *c, void *rx)
 {
 	(void)arg;
 	(void)c;
-	free(rx);
+	pthread_mutex_lock(&mem_lock);
+	buf_put(rx);
+	pthread_mutex_unlock(&mem_lock);
 }
 
 /* Detach @c from its peer and tell the peer it is closed. Under mem_lock. */
@@ -287,7 +343,7 @@ static void disconnect(struct rmr_conn *c, int reason)
 	c->peer = NULL;
 	peer->peer = NULL;
 	if (peer->open && peer->up) {
-		struct mem_ev *e = ev_new(EV_CLOSED, peer, 0);
+		struct mem_ev *e = ev_new(EV_CLOSED, peer);
 
 		e->status = reason;
 		post(peer->tp, e);
@@ -355,7 +411,7 @@ static void deliver(struct mem_tp *tp, struct mem_ev *e)
 		ctx = tp->ev.accepted(tp->ev_ctx, s);
 		pthread_mutex_lock(&mem_lock);
 		if (!ctx) {
-			struct mem_ev *f = ev_new(EV_CONNFAIL, c, 0);
+			struct mem_ev *f = ev_new(EV_CONNFAIL, c);
 
 			f->status = -ECONNREFUSED;
 			c->peer = NULL;
@@ -366,7 +422,7 @@ static void deliver(struct mem_tp *tp, struct mem_ev *e)
 		} else {
 			s->ctx = ctx;
 			if (s->peer)
-				post(c->tp, ev_new(EV_CONNECTED, c, 0));
+				post(c->tp, ev_new(EV_CONNECTED, c));
 		}
 		pthread_mutex_unlock(&mem_lock);
 		break;
@@ -389,15 +445,12 @@ static void deliver(struct mem_tp *tp, struct mem_ev *e)
 		break;
 	case EV_MSG:
 		if (open && c->up) {
-			/* Lend the event itself as the receive buffer. */
-			size_t len = e->len;
+			/* Lend the buffer; the core gives it back with recv_release. */
+			struct mem_buf *b = e->buf;
 
-			memmove(e, e->data, len);
-			tp->ev.recv(tp->ev_ctx, c->ctx, e, len, e);
-			pthread_mutex_lock(&mem_lock);
-			conn_put(c);
-			pthread_mutex_unlock(&mem_lock);
-			return;
+			e->buf = NULL;
+			tp->ev.recv(tp->ev_ctx, c->ctx, b->data, e->len, b);
+			break;
 		}
 		break;
 	case EV_SEND_DONE:
@@ -411,8 +464,8 @@ static void deliver(struct mem_tp *tp, struct mem_ev *e)
 	}
 	pthread_mutex_lock(&mem_lock);
 	conn_put(c);
+	ev_free(e);
 	pthread_mutex_unlock(&mem_lock);
-	free(e);
 }
 
 static int mem_progress(void *arg)

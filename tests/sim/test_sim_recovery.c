@@ -27,6 +27,7 @@
 #include <rmr/client.h>
 #include <rmr/server.h>
 
+#include "activity_log.h"
 #include "loop.h"
 #include "transports.h"
 
@@ -58,6 +59,8 @@ static struct {
 	struct member m[NMEMBERS];
 	struct rmr_client *c;
 	uint8_t *model;
+	uint8_t *maybe;              /* bytes of writes that failed: either value is right */
+	bool replace;                /* member_start: the store is a blank replacement */
 	unsigned inflight;
 	uint64_t acked, failed;
 } w;
@@ -97,6 +100,7 @@ static void member_start(unsigned i, uint64_t rate)
 		.npeers = NMEMBERS - 1,
 		.sync_queue_depth = 4,
 		.resync_rate = rate,
+		.replace = w.replace,
 	};
 
 	for (unsigned k = 0, n = 0; k < NMEMBERS; k++)
@@ -116,7 +120,7 @@ static void member_kill(unsigned i)
 	w.m[i].srv = NULL;
 }
 
-static void client_open(void)
+static int client_open_as(bool takeover, struct rmr_client **out)
 {
 	const char *addrs[NMEMBERS];
 	struct rmr_client_opts o = {
@@ -133,11 +137,17 @@ static void client_open(void)
 		.reconnect_max_ms = 400,
 		.open_timeout_ms = 2000,
 		.min_legs = 1,
+		.takeover = takeover,
 	};
 
 	for (unsigned i = 0; i < NMEMBERS; i++)
 		addrs[i] = w.m[i].addr;
-	ck_assert_int_eq(rmr_client_open(&o, &w.c), 0);
+	return rmr_client_open(&o, out);
+}
+
+static void client_open(void)
+{
+	ck_assert_int_eq(client_open_as(false, &w.c), 0);
 }
 
 static void world_begin(uint64_t seed, struct world_cfg cfg)
@@ -149,7 +159,9 @@ static void world_begin(uint64_t seed, struct world_cfg cfg)
 	rmr_log_set_sink(NULL, NULL, getenv("RMR_TEST_DEBUG") ? RMR_LOG_DEBUG : RMR_LOG_ERR);
 	loop_sim_begin(seed);
 	w.model = calloc(1, cfg.pool_size);
+	w.maybe = calloc(1, cfg.pool_size);
 	ck_assert_ptr_nonnull(w.model);
+	ck_assert_ptr_nonnull(w.maybe);
 	for (unsigned i = 0; i < NMEMBERS; i++) {
 		snprintf(w.m[i].addr, sizeof(w.m[i].addr), "sim-m%u", i + 1);
 		memstore_init(&w.m[i].store, cfg.pool_size, cfg.chunk);
@@ -171,6 +183,7 @@ static void world_end(void)
 		memstore_destroy(&w.m[i].store);
 	}
 	free(w.model);
+	free(w.maybe);
 	loop_sim_end();
 }
 
@@ -190,8 +203,10 @@ static void write_done(void *priv, int status)
 	w.inflight--;
 	if (status == 0) {
 		memcpy(w.model + r->addr, r->data, r->len);
+		memset(w.maybe + r->addr, 0, r->len);
 		w.acked++;
 	} else {
+		memset(w.maybe + r->addr, 1, r->len);
 		w.failed++;
 	}
 	free(r);
@@ -276,7 +291,9 @@ static void read_all_matches_model(void)
 		while (!r.done)
 			if (loop_sim_step() == 0)
 				loop_sim_run(MS);
-		ck_assert_msg(r.status == 0 && !memcmp(buf, w.model + off, sizeof(buf) / 2),
+		/* A read answers with the bytes it returned. */
+		ck_assert_msg(r.status == (int)sizeof(buf) / 2 &&
+				      !memcmp(buf, w.model + off, sizeof(buf) / 2),
 			      "seed %llu: read at %llu: status %d or data differs from the model",
 			      (unsigned long long)w.seed, (unsigned long long)off, r.status);
 	}
@@ -513,6 +530,7 @@ static void case_all_restart_while_degraded(void)
 	dirty = dirty_for(2, 0);
 	ck_assert_uint_eq(dirty, dirty_for(2, 2));
 	rmr_client_close(w.c);
+	loop_sim_run(10 * MS); /* the goodbyes arrive */
 	member_kill(0);
 	member_kill(2);
 	for (unsigned i = 0; i < NMEMBERS; i++)
@@ -520,6 +538,11 @@ static void case_all_restart_while_degraded(void)
 	/* Before anyone is admitted, the record is back from the stores. */
 	ck_assert_uint_eq(dirty_for(2, 0), dirty);
 	ck_assert_uint_eq(dirty_for(2, 2), dirty);
+	/* The others heard the client's goodbye, member 2 did not: it copies
+	 * the ranges of its activity log as well. */
+	ck_assert(!pool_status(0).al_stale && !pool_status(2).al_stale);
+	ck_assert(pool_status(1).al_stale);
+	dirty += pool_status(1).al_chunks;
 	client_open();
 	wait_state(1, RMR_MEMBER_NORMAL, 10000);
 	write_some(100);
@@ -615,10 +638,10 @@ static void case_many_small_chunks(void)
 static bool on_disk_dirty(unsigned on, unsigned id, uint64_t c)
 {
 	const struct memstore *st = &w.m[on].store;
-	uint64_t bitmap = st->map_size / RMR_MAX_MEMBERS;
-	unsigned rank = (unsigned)__builtin_popcount(0xeu & ((1u << id) - 1));
+	uint64_t bitmap = (st->map_size - 2 * AL_RECORD_BYTES) / RMR_MAX_MEMBER_ID;
 
-	return st->map[rank * bitmap + c / 8] & (1u << (c % 8));
+	/* One bitmap per member id, id 1 first. */
+	return st->map[(id - 1) * bitmap + c / 8] & (1u << (c % 8));
 }
 
 /*
@@ -651,6 +674,255 @@ static void case_failed_mark(void)
 	wait_state(1, RMR_MEMBER_NORMAL, 10000);
 	write_some(50);
 	check_healed(1, dirty);
+}
+
+/* --- client crash (activity log) ---------------------------------------------- */
+
+/*
+ * The client dies with writes in flight that reached only member index
+ * @got, and no one recorded that the others missed them: all links of the
+ * client are cut before it could tell anyone, so from the members' side it
+ * is a crash (no goodbye; the writes are never acknowledged).
+ */
+static void crash_client_mid_write(unsigned got)
+{
+	unsigned other = (got + 1) % NMEMBERS;
+
+	write_some(100);
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		if (i != got)
+			ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[i].addr, true), 0);
+	for (unsigned i = 0; i < 16; i++)
+		submit_write_at((uint64_t)(rnd() % NCHUNKS) * CHUNK + (rnd() % 8) * BLK, BLK);
+	loop_sim_run(2 * MS); /* member @got applies them */
+	rmr_mem_link_cut("vol", w.m[got].addr, true);
+	settle(); /* the writes fail on the client */
+	ck_assert_uint_ge(w.failed, 1);
+	rmr_client_close(w.c); /* its goodbyes are lost */
+	loop_sim_run(1000 * MS); /* the members see the sessions die */
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		rmr_mem_link_cut("vol", w.m[i].addr, false);
+	/* The divergence is real, and nobody has it on record as dirty. */
+	ck_assert_msg(memcmp(w.m[got].store.data, w.m[other].store.data, w.cfg.pool_size),
+		      "seed %llu: member %u got the in-flight writes after all",
+		      (unsigned long long)w.seed, other + 1);
+	ck_assert_uint_eq(dirty_total(), 0);
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		ck_assert(pool_status(i).al_stale);
+	w.failed = 0;
+}
+
+/*
+ * After healing: no dirty chunk left, every member equal to the first, and
+ * equal to the model wherever a write was acknowledged last.
+ */
+static void check_converged(void)
+{
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		wait_state(i, RMR_MEMBER_NORMAL, 20000);
+	for (unsigned t = 0; t < 60000 && dirty_total(); t += 10)
+		loop_sim_run(10 * MS);
+	ck_assert_msg(dirty_total() == 0, "seed %llu: still %llu dirty chunks after 60 s",
+		      (unsigned long long)w.seed, (unsigned long long)dirty_total());
+	for (unsigned i = 1; i < NMEMBERS; i++)
+		ck_assert_msg(!memcmp(w.m[i].store.data, w.m[0].store.data, w.cfg.pool_size),
+			      "seed %llu: member %u differs from member 1 after healing",
+			      (unsigned long long)w.seed, i + 1);
+	for (uint64_t b = 0; b < w.cfg.pool_size; b++)
+		expect(w.maybe[b] || w.m[0].store.data[b] == w.model[b]);
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		ck_assert(!pool_status(i).al_stale);
+	/* From here on the model is exact again. */
+	memcpy(w.model, w.m[0].store.data, w.cfg.pool_size);
+	memset(w.maybe, 0, w.cfg.pool_size);
+}
+
+/*
+ * Seed by seed, the writes reach member 1 (the source the others converge
+ * on: its log becomes their dirty marks), member 2 or member 3 (the source
+ * lacks them: the member's own log becomes its dirty marks).
+ */
+static void case_client_crash(void)
+{
+	crash_client_mid_write((unsigned)(w.seed % NMEMBERS));
+	client_open(); /* a new writer: the members reconcile before any I/O */
+	check_converged();
+	write_some(100);
+	check_healed(0, 0);
+}
+
+/* The same, and member 3, the only one holding the in-flight writes, dies too. */
+static void case_client_and_member_crash(void)
+{
+	crash_client_mid_write(2);
+	member_kill(2);
+	client_open();
+	wait_state(0, RMR_MEMBER_NORMAL, 10000);
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	write_some(100);
+	member_start(2, 0);
+	check_converged();
+	write_some(50);
+	check_healed(2, 2 * NCHUNKS); /* the bound is not the point here */
+}
+
+/*
+ * The member crashes in the middle of writing an activity log record of
+ * several blocks: it starts again from the record before (the data write of
+ * the new range never went to the store) and reports the right dirty state.
+ */
+static void case_torn_activity_log(void)
+{
+	uint64_t dirty;
+
+	/* 254 ranges, a record of two blocks: chunks 0..126 alone, and each
+	 * with the next one (writes across the boundary). */
+	for (unsigned i = 0; i < 2 * (NCHUNKS - 1); i++) {
+		uint64_t c = i % (NCHUNKS - 1);
+
+		if (i < NCHUNKS - 1)
+			submit_write_at(c * CHUNK, BLK);
+		else
+			submit_write_at(c * CHUNK + CHUNK - BLK, 2 * BLK);
+		if (w.inflight >= 16)
+			settle();
+	}
+	settle();
+	ck_assert_uint_eq(pool_status(0).al_ranges, 2 * (NCHUNKS - 1));
+	w.m[0].store.map_tear_blocks = 1;
+	submit_write_at((uint64_t)(NCHUNKS - 1) * CHUNK + 10 * BLK, BLK);
+	settle();
+	ck_assert_uint_eq(w.m[0].store.map_tear_blocks, 0); /* it did tear */
+	member_kill(0);
+	member_start(0, 0); /* must start: the older record is whole */
+	ck_assert_uint_eq(pool_status(0).al_ranges, 2 * (NCHUNKS - 1));
+	/* The others recorded that member 1 missed the write it failed. */
+	dirty = dirty_for(1, 1);
+	ck_assert_uint_ge(dirty, 1);
+	wait_state(0, RMR_MEMBER_NORMAL, 10000);
+	write_some(50);
+	check_healed(0, NCHUNKS);
+}
+
+/* --- member replacement ----------------------------------------------------- */
+
+/*
+ * Member 2's disk is replaced by a blank one: it serves again at once, every
+ * read it gets for a chunk not copied in yet waits for the copy (reads of
+ * the whole pool through the client match the model while the resync runs
+ * slowly), and it ends identical. A second start of the same store is not a
+ * replacement any more: --replace on it is refused.
+ */
+static void case_replace_member(void)
+{
+	struct rmr_server_pool *pool;
+
+	write_some(200);
+	member_kill(1);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	memstore_destroy(&w.m[1].store);
+	memstore_init(&w.m[1].store, w.cfg.pool_size, w.cfg.chunk);
+	w.replace = true;
+	member_start(1, CHUNK); /* a chunk a second: most reads find theirs dirty */
+	w.replace = false;
+	ck_assert_uint_eq(dirty_for(2, 1), NCHUNKS);
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	read_all_matches_model();
+	ck_assert_uint_gt(pool_status(1).reads, 0);
+	/* Restarted halfway: it resumes from the chunks left, it does not start over. */
+	loop_sim_run(500 * MS); /* the clean bits reach the disk */
+	ck_assert_uint_lt(dirty_for(2, 1), NCHUNKS);
+	member_kill(1);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	member_start(1, CHUNK);
+	ck_assert_uint_lt(dirty_for(2, 1), NCHUNKS);
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	write_some(100);
+	read_all_matches_model();
+	check_healed(1, 2 * NCHUNKS);
+	/* The store served the pool: it cannot be "replaced" by mistake again. */
+	member_kill(1);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	{
+		struct rmr_server_opts so = { .size = sizeof(so), .listen_addr = w.m[1].addr,
+					      .transport = "mem" };
+		struct rmr_pool_params pp = { .size = sizeof(pp), .name = "vol",
+					      .uuid = pool_uuid, .pool_size = w.cfg.pool_size,
+					      .chunk_size = w.cfg.chunk, .member_id = 2,
+					      .members_mask = 0xe, .replace = true };
+
+		ck_assert_int_eq(rmr_server_create(&so, &w.m[1].srv), 0);
+		ck_assert_int_eq(rmr_server_add_pool(w.m[1].srv, &pp, &memstore_ops,
+						     &w.m[1].store, &pool), -EEXIST);
+		rmr_server_destroy(w.m[1].srv);
+		w.m[1].srv = NULL;
+	}
+	member_start(1, 0);
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+}
+
+/* --- two writers (fencing) --------------------------------------------------- */
+
+static int fenced_status;
+
+static void fenced_done(void *priv, int status)
+{
+	(void)priv;
+	fenced_status = status;
+}
+
+/*
+ * A second writer is refused while the first is attached, and the first goes
+ * on. A takeover then fences the first writer: its requests fail with
+ * -ESTALE and none of its data reaches a store.
+ */
+static void case_two_writers(void)
+{
+	static uint8_t data[BLK], before[NMEMBERS][BLK];
+	const uint64_t addr = 7 * CHUNK;
+	struct rmr_client *second = NULL, *first;
+	struct iovec iov = { .iov_base = data, .iov_len = BLK };
+	struct rmr_io io = { .kind = RMR_IO_WRITE, .op = 1, .addr = addr, .len = BLK,
+			     .iov = &iov, .iovcnt = 1, .cb = fenced_done };
+	struct rmr_pool_status st = { .size = sizeof(st) };
+
+	write_some(50);
+	ck_assert_int_eq(client_open_as(false, &second), -EBUSY);
+	write_some(50);
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		ck_assert_int_eq(state_of(i), RMR_MEMBER_NORMAL);
+	ck_assert_int_eq(rmr_client_status(w.c, &st), 0);
+	ck_assert(!st.fenced);
+	ck_assert_uint_ge(st.writer_epoch, 1);
+
+	first = w.c;
+	ck_assert_int_eq(client_open_as(true, &w.c), 0);
+	for (unsigned i = 0; i < NMEMBERS; i++) {
+		ck_assert_uint_gt(pool_status(i).writer_epoch, st.writer_epoch);
+		memcpy(before[i], w.m[i].store.data + addr, BLK);
+	}
+	memset(data, 0xa5, sizeof(data));
+	fenced_status = 1;
+	ck_assert_int_eq(rmr_client_submit(first, &io, 0), 0);
+	for (unsigned t = 0; t < 5000 && fenced_status == 1; t++)
+		loop_sim_run(MS);
+	ck_assert_int_eq(fenced_status, -ESTALE);
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		ck_assert_msg(!memcmp(w.m[i].store.data + addr, before[i], BLK),
+			      "seed %llu: a fenced write reached member %u's store",
+			      (unsigned long long)w.seed, i + 1);
+	ck_assert_int_eq(rmr_client_status(first, &st), 0);
+	ck_assert(st.fenced);
+	/* Every request from then on fails the same way. */
+	fenced_status = 1;
+	io.kind = RMR_IO_READ;
+	ck_assert_int_eq(rmr_client_submit(first, &io, 0), 0);
+	for (unsigned t = 0; t < 5000 && fenced_status == 1; t++)
+		loop_sim_run(MS);
+	ck_assert_int_eq(fenced_status, -ESTALE);
+	rmr_client_close(first);
+	write_some(100);
+	check_healed(0, NCHUNKS);
 }
 
 /* --- seeds ----------------------------------------------------------------------- */
@@ -694,6 +966,11 @@ SIM_CASE(case_whole_write_across_pull)
 SIM_CASE_WITH(case_many_small_chunks, .pool_size = 32u << 20, .chunk = 4096,
 	      .max_io = 1u << 20, .seeds = 6)
 SIM_CASE(case_failed_mark)
+SIM_CASE(case_client_crash)
+SIM_CASE(case_client_and_member_crash)
+SIM_CASE(case_torn_activity_log)
+SIM_CASE(case_two_writers)
+SIM_CASE(case_replace_member)
 
 /* The same seed gives the same run: same virtual time, same counters. */
 START_TEST(same_seed_same_run)
@@ -738,6 +1015,11 @@ int main(void)
 	tcase_add_test(tc, case_whole_write_across_pull_seeds);
 	tcase_add_test(tc, case_many_small_chunks_seeds);
 	tcase_add_test(tc, case_failed_mark_seeds);
+	tcase_add_test(tc, case_client_crash_seeds);
+	tcase_add_test(tc, case_client_and_member_crash_seeds);
+	tcase_add_test(tc, case_torn_activity_log_seeds);
+	tcase_add_test(tc, case_two_writers_seeds);
+	tcase_add_test(tc, case_replace_member_seeds);
 	tcase_add_test(tc, same_seed_same_run);
 	suite_add_tcase(s, tc);
 	return unit_run(s);

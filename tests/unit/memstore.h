@@ -5,7 +5,10 @@
  * that makes every data request and chunk copy fail with EIO (the dirty-map
  * area keeps working, as on a real store whose data path broke). Two more
  * for races: @hold parks data writes (applied and completed by
- * memstore_release), and @map_write_fails fails that many dirty-map writes.
+ * memstore_release), @map_write_fails fails that many dirty-map writes, and
+ * @map_tear_blocks tears the next multi-block one. A read with opcode
+ * MEMSTORE_OP_REVERSE answers with its argument reversed (a short read), as
+ * a key-value consumer answers a lookup.
  */
 #ifndef RMR_TESTS_MEMSTORE_H
 #define RMR_TESTS_MEMSTORE_H
@@ -22,11 +25,13 @@
 
 #include "unit.h"
 
+#define MEMSTORE_OP_REVERSE 7
+
 struct memstore {
 	uint8_t *data;
 	atomic_bool fail;
 	pthread_mutex_t lock;
-	uint8_t meta[256];
+	uint8_t meta[8192];          /* room for librmr's blob: header and a full membership */
 	size_t meta_len;
 	uint8_t *map;                /* the dirty-map area */
 	uint64_t map_size;
@@ -34,6 +39,7 @@ struct memstore {
 	struct rmr_store_io *held[64];
 	unsigned nheld;
 	unsigned map_write_fails;    /* fail the next this many map writes */
+	unsigned map_tear_blocks;    /* the next map write of more blocks: only these land, then -EIO */
 };
 
 static inline void memstore_init(struct memstore *st, uint64_t pool_size, uint32_t chunk_size)
@@ -55,6 +61,19 @@ static inline void memstore_destroy(struct memstore *st)
 
 static void memstore_apply(struct memstore *st, struct rmr_store_io *io)
 {
+	if (io->kind == RMR_IO_READ && io->op == MEMSTORE_OP_REVERSE) {
+		const uint8_t *arg = io->arg;
+		uint8_t *out = io->data;
+
+		if (!io->arg_len || io->arg_len > io->len) {
+			rmr_store_io_done(io, -EINVAL);
+			return;
+		}
+		for (uint32_t i = 0; i < io->arg_len; i++)
+			out[i] = arg[io->arg_len - 1 - i];
+		rmr_store_io_done(io, (int)io->arg_len);
+		return;
+	}
 	pthread_mutex_lock(&st->lock);
 	if (io->kind == RMR_IO_READ)
 		memcpy(io->data, st->data + io->addr, io->len);
@@ -152,6 +171,12 @@ static int memstore_map_write(void *arg, uint64_t off, const void *buf, size_t l
 	expect(off % 4096 == 0 && len % 4096 == 0 && off + len <= st->map_size);
 	if (st->map_write_fails) {
 		st->map_write_fails--;
+		return -EIO;
+	}
+	if (st->map_tear_blocks && len > st->map_tear_blocks * 4096ull) {
+		/* A crash in the middle: the first blocks are new, the rest old. */
+		memcpy(st->map + off, buf, st->map_tear_blocks * 4096ull);
+		st->map_tear_blocks = 0;
 		return -EIO;
 	}
 	memcpy(st->map + off, buf, len);

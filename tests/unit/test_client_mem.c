@@ -32,15 +32,17 @@ struct member {
 	struct rmr_server_pool *pool;
 };
 
-static struct member members[NMEMBERS];
+/* members[NMEMBERS] is a spare (id 4) that membership tests add at run time. */
+#define SPARE NMEMBERS
+static struct member members[NMEMBERS + 1];
 
 /* What the recovery callbacks told, client and members (any thread). */
 static struct {
 	atomic_uint client_tracking[NMEMBERS + 1][2]; /* [id][started] */
 	atomic_uint client_map_update_ok, client_map_update_err;
-	atomic_uint member_cleared[NMEMBERS][NMEMBERS + 1]; /* [member idx][id] */
-	atomic_uint resync_complete[NMEMBERS];
-	_Atomic uint64_t resync_complete_total[NMEMBERS];
+	atomic_uint member_cleared[NMEMBERS + 1][NMEMBERS + 2]; /* [member idx][id] */
+	atomic_uint resync_complete[NMEMBERS + 1];
+	_Atomic uint64_t resync_complete_total[NMEMBERS + 1];
 } ev;
 
 static void ev_client_tracking(void *priv, uint16_t id, bool tracking)
@@ -69,7 +71,7 @@ static void ev_member_dirty(void *priv, const char *pool, uint16_t id, bool dirt
 	unsigned idx = (unsigned)(uintptr_t)priv;
 
 	ck_assert_str_eq(pool, "vol");
-	if (!dirty && id <= NMEMBERS)
+	if (!dirty && id <= NMEMBERS + 1)
 		atomic_fetch_add(&ev.member_cleared[idx][id], 1);
 }
 
@@ -95,10 +97,10 @@ static const struct rmr_server_events member_events = {
 static rmr_uuid pool_uuid;
 static int test_round;
 
-/* Start member @i with a resync rate limit (0 = none). */
-static void member_start_rate(unsigned i, uint64_t rate)
+/* Start member @i of a pool of the ids in @mask, with a resync rate limit (0 = none). */
+static void member_start_in(unsigned i, uint64_t mask, uint64_t rate)
 {
-	struct rmr_peer peers[NMEMBERS - 1];
+	struct rmr_peer peers[NMEMBERS];
 	unsigned npeers = 0;
 	struct rmr_server_opts so = {
 		.size = sizeof(so),
@@ -114,19 +116,24 @@ static void member_start_rate(unsigned i, uint64_t rate)
 		.pool_size = POOL_SIZE,
 		.chunk_size = CHUNK,
 		.member_id = (uint16_t)(i + 1),
-		.members_mask = 0xe, /* ids 1..3 */
+		.members_mask = mask,
 		.peers = peers,
 		.resync_rate = rate,
 	};
 
-	for (unsigned k = 0; k < NMEMBERS; k++)
-		if (k != i)
+	for (unsigned k = 0; k <= NMEMBERS; k++)
+		if (k != i && (mask & (1ull << (k + 1))))
 			peers[npeers++] = (struct rmr_peer){ .member_id = (uint16_t)(k + 1),
 							     .addr = members[k].addr };
 	pp.npeers = npeers;
 	ck_assert_int_eq(rmr_server_create(&so, &members[i].srv), 0);
 	ck_assert_int_eq(rmr_server_add_pool(members[i].srv, &pp, &memstore_ops, &members[i].store,
 					     &members[i].pool), 0);
+}
+
+static void member_start_rate(unsigned i, uint64_t rate)
+{
+	member_start_in(i, 0xe /* ids 1..3 */, rate);
 }
 
 static void member_start(unsigned i)
@@ -149,7 +156,7 @@ static void setup(void)
 	ck_assert_int_eq(rmr_uuid_generate(&pool_uuid), 0);
 	test_round++;
 	memset(&ev, 0, sizeof(ev));
-	for (unsigned i = 0; i < NMEMBERS; i++) {
+	for (unsigned i = 0; i <= SPARE; i++) {
 		snprintf(members[i].addr, sizeof(members[i].addr), "t%d-m%u", test_round, i + 1);
 		memstore_init(&members[i].store, POOL_SIZE, CHUNK);
 	}
@@ -159,7 +166,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	for (unsigned i = 0; i < NMEMBERS; i++) {
+	for (unsigned i = 0; i <= SPARE; i++) {
 		member_stop(i);
 		memstore_destroy(&members[i].store);
 	}
@@ -220,6 +227,30 @@ static int do_io(struct rmr_client *c, enum rmr_io_kind kind, uint64_t addr, voi
 	struct rmr_io io = {
 		.kind = kind, .op = 1, .addr = addr, .len = len, .iov = &iov, .iovcnt = 1,
 		.cb = waiter_cb, .priv = &w,
+	};
+	int ret = rmr_client_submit(c, &io, RMR_SUBMIT_WAIT);
+
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&w.lock);
+	while (!w.done)
+		pthread_cond_wait(&w.cond, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	ck_assert_int_eq(w.calls, 1);
+	/* A read answers with the bytes it returned: all of them here. */
+	return kind == RMR_IO_READ && w.status == (int)len ? 0 : w.status;
+}
+
+/* A read-like request with an argument, to one member (0: any). */
+static int do_lookup(struct rmr_client *c, uint16_t member_id, const char *arg, void *buf,
+		     uint32_t len)
+{
+	struct waiter w = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct rmr_io io = {
+		.kind = RMR_IO_READ, .op = MEMSTORE_OP_REVERSE, .addr = CHUNK, .len = len,
+		.iov = &iov, .iovcnt = 1, .cb = waiter_cb, .priv = &w,
+		.arg = arg, .arg_len = (uint32_t)strlen(arg), .member_id = member_id,
 	};
 	int ret = rmr_client_submit(c, &io, RMR_SUBMIT_WAIT);
 
@@ -684,6 +715,383 @@ START_TEST(all_members_lost_fails_requests)
 }
 END_TEST
 
+/*
+ * The operator pauses a member's background resync: it copies nothing by
+ * itself, yet a read of a chunk it misses still gets that chunk copied
+ * first; a new rate and a resume finish the job.
+ */
+START_TEST(resync_pauses_and_resumes)
+{
+	struct rmr_client *c = open_client(1);
+	uint8_t *buf = malloc(CHUNK), *back = malloc(CHUNK);
+	struct rmr_server_pool_status ps;
+
+	ck_assert_int_eq(rmr_client_set_maintenance(c, 2, true), 0);
+	for (unsigned n = 0; n < 8; n++) {
+		fill(buf, CHUNK, 40 + n);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, (uint64_t)n * CHUNK + 4096, buf, 8192), 0);
+	}
+	ck_assert_int_eq(rmr_server_resync_pause(members[1].pool, true), 0);
+	ck_assert_int_eq(rmr_server_resync_pause(members[1].pool, true), -EALREADY);
+	ck_assert_int_eq(rmr_client_set_maintenance(c, 2, false), 0);
+	wait_state(c, 1, RMR_MEMBER_NORMAL);
+	for (unsigned n = 0; n < 20; n++)
+		usleep(10000);
+	pool_status(1, &ps);
+	ck_assert(ps.resync_paused && !ps.resync_running);
+	ck_assert_uint_eq(ps.dirty_chunks[2], 8);
+	ck_assert_uint_eq(ps.resync_bytes, 0);
+	/* Reads round-robin: one of them lands on member 2 and copies that chunk. */
+	for (unsigned r = 0; r < 3; r++) {
+		ck_assert_int_eq(do_io(c, RMR_IO_READ, 4096, back, 8192), 0);
+		fill(buf, CHUNK, 40);
+		ck_assert_mem_eq(buf, back, 8192);
+	}
+	pool_status(1, &ps);
+	ck_assert_uint_eq(ps.dirty_chunks[2], 7);
+	ck_assert_uint_eq(ps.resync_bytes, CHUNK);
+	ck_assert_int_eq(rmr_server_resync_rate(members[1].pool, 4 * CHUNK), 0);
+	ck_assert_int_eq(rmr_server_resync_pause(members[1].pool, false), 0);
+	pool_status(1, &ps);
+	ck_assert_uint_eq(ps.resync_rate_limit, 4 * CHUNK);
+	wait_clean();
+	assert_stores_identical();
+	rmr_client_close(c);
+	free(buf);
+	free(back);
+}
+END_TEST
+
+/* Poll (bounded) until member @i has a session to each of its peers. */
+static void wait_peers_up(unsigned i)
+{
+	struct rmr_server_pool_status ps;
+	unsigned up = 0;
+
+	for (int n = 0; n < 500; n++) {
+		pool_status(i, &ps);
+		up = 0;
+		for (unsigned k = 0; k < ps.npeers; k++)
+			up += ps.peers[k].connected;
+		if (ps.npeers && up == ps.npeers)
+			return;
+		usleep(10000);
+	}
+	ck_abort_msg("member %u: %u of %u peer sessions up", i + 1, up, ps.npeers);
+}
+
+/* Run a verify on member @i to its end; returns its status. */
+static void verify_run(unsigned i, bool repair, struct rmr_server_pool_status *ps)
+{
+	struct rmr_verify_opts vo = { .size = sizeof(vo), .repair = repair };
+
+	wait_peers_up(i);
+	ck_assert_int_eq(rmr_server_verify(members[i].pool, &vo), 0);
+	for (int n = 0; n < 1000; n++) {
+		pool_status(i, ps);
+		if (!ps->verify_running)
+			break;
+		usleep(10000);
+	}
+	ck_assert(!ps->verify_running);
+	ck_assert_uint_eq(ps->verify_total, POOL_SIZE / CHUNK);
+	ck_assert_uint_eq(ps->verify_done, POOL_SIZE / CHUNK);
+}
+
+/*
+ * Bytes changed behind the pool's back in one member's store: a verify on
+ * another member finds exactly those chunks, storage to storage; with
+ * repair they are copied from the verifying member and all stores agree.
+ */
+START_TEST(verify_finds_and_repairs_divergence)
+{
+	struct rmr_client *c = open_client(1);
+	uint8_t *buf = malloc(CHUNK);
+	struct rmr_server_pool_status ps;
+	struct rmr_verify_opts bad = { .size = sizeof(bad), .first_chunk = POOL_SIZE / CHUNK };
+
+	for (unsigned n = 0; n < POOL_SIZE / CHUNK; n++) {
+		fill(buf, CHUNK, 60 + n);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, (uint64_t)n * CHUNK, buf, CHUNK), 0);
+	}
+	ck_assert_int_eq(rmr_server_verify(members[0].pool, &bad), -EINVAL);
+	verify_run(0, false, &ps);
+	ck_assert_uint_eq(ps.verify_mismatches, 0);
+	ck_assert_int_eq(rmr_server_verify_stop(members[0].pool), -EALREADY);
+
+	/* Member 3's disk rots in chunks 2 and 5, member 2's in chunk 5. */
+	members[2].store.data[2 * CHUNK + 100] ^= 0xff;
+	members[2].store.data[5 * CHUNK + 7] ^= 0x01;
+	members[1].store.data[5 * CHUNK + CHUNK - 1] ^= 0x80;
+	verify_run(0, false, &ps);
+	ck_assert_uint_eq(ps.verify_mismatches, 2);
+	ck_assert_uint_eq(ps.verify_nfound, 2);
+	ck_assert_uint_eq(ps.verify_found[0], 2);
+	ck_assert_uint_eq(ps.verify_found_ids[0], 1u << 3);
+	ck_assert_uint_eq(ps.verify_found[1], 5);
+	ck_assert_uint_eq(ps.verify_found_ids[1], (1u << 2) | (1u << 3));
+	ck_assert_uint_eq(ps.verify_repaired, 0);
+	/* Found, not repaired: nothing is dirty. */
+	ck_assert_uint_eq(ps.dirty_chunks[3], 0);
+
+	verify_run(0, true, &ps);
+	ck_assert_uint_eq(ps.verify_mismatches, 2);
+	ck_assert_uint_eq(ps.verify_repaired, 2);
+	wait_clean();
+	assert_stores_identical();
+	verify_run(1, false, &ps);
+	ck_assert_uint_eq(ps.verify_mismatches, 0);
+	rmr_client_close(c);
+	free(buf);
+}
+END_TEST
+
+static uint64_t member_reads(unsigned i)
+{
+	struct rmr_server_pool_status ps;
+
+	pool_status(i, &ps);
+	return ps.reads;
+}
+
+/*
+ * A read-like request may carry an argument, get fewer bytes back than its
+ * buffer holds, and be addressed to one member: what a key-value consumer
+ * needs for a lookup and for a per-member digest.
+ */
+START_TEST(read_with_argument_short_answer_and_one_member)
+{
+	struct rmr_client *c = open_client(1);
+	char out[4096], big[8192];
+	struct iovec iov = { .iov_base = big, .iov_len = sizeof(big) };
+	struct rmr_io bad = {
+		.kind = RMR_IO_WRITE, .op = 1, .addr = 0, .len = sizeof(big), .iov = &iov,
+		.iovcnt = 1, .cb = waiter_cb, .arg = "k", .arg_len = 1,
+	};
+	uint64_t before;
+
+	memset(out, 0, sizeof(out));
+	ck_assert_int_eq(do_lookup(c, 0, "hello", out, sizeof(out)), 5);
+	ck_assert_mem_eq(out, "olleh", 5);
+	/* Arguments and member ids belong to read-like requests only. */
+	ck_assert_int_eq(rmr_client_submit(c, &bad, 0), -EINVAL);
+	bad.arg = NULL;
+	bad.arg_len = 0;
+	bad.member_id = 2;
+	ck_assert_int_eq(rmr_client_submit(c, &bad, 0), -EINVAL);
+	/* The argument and the answer share the member's buffer. */
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	ck_assert_int_eq(do_lookup(c, 0, big, out, (128u * 1024) - 4096), -EINVAL);
+	/* Every lookup to member 2 lands there, none elsewhere. */
+	for (unsigned n = 0; n < 8; n++) {
+		before = member_reads(1);
+		ck_assert_int_eq(do_lookup(c, 2, "ab", out, sizeof(out)), 2);
+		ck_assert_uint_eq(member_reads(1), before + 1);
+	}
+	ck_assert_int_eq(do_lookup(c, 9, "ab", out, sizeof(out)), -ENXIO);
+	member_stop(1);
+	wait_state(c, 1, RMR_MEMBER_FAILED);
+	ck_assert_int_eq(do_lookup(c, 2, "ab", out, sizeof(out)), -ENXIO);
+	ck_assert_int_eq(do_lookup(c, 3, "abc", out, sizeof(out)), 3);
+	ck_assert_mem_eq(out, "cba", 3);
+	rmr_client_close(c);
+}
+END_TEST
+
+/* The client's state for member @id, or -1 if the pool has no such member. */
+static int id_state(struct rmr_client *c, uint16_t id)
+{
+	struct rmr_pool_status st = { .size = sizeof(st) };
+
+	ck_assert_int_eq(rmr_client_status(c, &st), 0);
+	for (unsigned k = 0; k < st.nmembers; k++)
+		if (st.members[k].member_id == id)
+			return (int)st.members[k].state;
+	return -1;
+}
+
+static void wait_id_state(struct rmr_client *c, uint16_t id, int want)
+{
+	for (int n = 0; n < 500 && id_state(c, id) != want; n++)
+		usleep(10000);
+	ck_assert_int_eq(id_state(c, id), want);
+}
+
+/* Poll (bounded) until no running member records a dirty chunk for anyone. */
+static void wait_all_clean(void)
+{
+	uint64_t dirty = 0;
+
+	for (int n = 0; n < 1000; n++) {
+		dirty = 0;
+		for (unsigned i = 0; i <= SPARE; i++) {
+			struct rmr_server_pool_status ps;
+
+			if (!members[i].srv)
+				continue;
+			pool_status(i, &ps);
+			for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+				dirty += ps.dirty_chunks[id];
+		}
+		if (!dirty)
+			return;
+		usleep(10000);
+	}
+	ck_assert_uint_eq(dirty, 0);
+}
+
+/* Write chunks [first, first + n) with patterns of @seed. */
+static void write_chunks(struct rmr_client *c, unsigned first, unsigned n, unsigned seed)
+{
+	uint8_t *buf = malloc(CHUNK);
+
+	for (unsigned k = first; k < first + n; k++) {
+		fill(buf, CHUNK, seed + k);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, (uint64_t)k * CHUNK, buf, CHUNK), 0);
+	}
+	free(buf);
+}
+
+/* A new member joins under I/O, copies everything from its peers, serves reads; then it
+ * is detached (its misses tracked), attached again (copies only those), and deleted. */
+START_TEST(member_added_detached_attached_and_deleted)
+{
+	struct rmr_client *c = open_client(1);
+	struct rmr_server_pool_status ps;
+	uint64_t spare_reads = 0;
+	uint8_t *buf = malloc(CHUNK), *back = malloc(CHUNK);
+
+	write_chunks(c, 0, 32, 1);
+	member_start_in(SPARE, 0x1e, 0);
+	/* Bad requests change nothing. */
+	ck_assert_int_eq(rmr_client_add_member(c, 4, NULL), -EINVAL); /* a new one needs an address */
+	ck_assert_int_eq(rmr_client_add_member(c, 0, members[SPARE].addr), -EINVAL);
+	ck_assert_int_eq(rmr_client_add_member(c, RMR_MAX_MEMBER_ID + 1, "x"), -EINVAL);
+	ck_assert_int_eq(rmr_client_add_member(c, 5, "two words"), -EINVAL);
+	ck_assert_int_eq(rmr_client_add_member(c, 2, members[SPARE].addr), -EEXIST);
+	ck_assert_int_eq(rmr_client_remove_member(c, 7, false), -ENOENT);
+	ck_assert_int_eq(id_state(c, 4), -1);
+
+	ck_assert_int_eq(rmr_client_add_member(c, 4, members[SPARE].addr), 0);
+	for (unsigned i = 0; i < NMEMBERS; i++) {
+		pool_status(i, &ps);
+		ck_assert_uint_eq(ps.members_mask, 0x1e);
+		ck_assert_uint_eq(ps.membership_ver, 1);
+	}
+	write_chunks(c, 8, 8, 100); /* while it copies */
+	wait_id_state(c, 4, RMR_MEMBER_NORMAL);
+	wait_all_clean();
+	ck_assert(memcmp(members[0].store.data, members[SPARE].store.data, POOL_SIZE) == 0);
+	assert_stores_identical();
+	/* It serves its share of the reads, and they are right. */
+	pool_status(SPARE, &ps);
+	spare_reads = ps.reads;
+	for (unsigned k = 0; k < 32; k++) {
+		fill(buf, CHUNK, (k >= 8 && k < 16 ? 100 : 1) + k);
+		ck_assert_int_eq(do_io(c, RMR_IO_READ, (uint64_t)k * CHUNK, back, CHUNK), 0);
+		ck_assert(memcmp(buf, back, CHUNK) == 0);
+	}
+	pool_status(SPARE, &ps);
+	ck_assert_uint_gt(ps.reads, spare_reads);
+
+	/* Detached: out of I/O, the others record what it misses. */
+	ck_assert_int_eq(rmr_client_remove_member(c, 4, true), 0);
+	ck_assert_int_eq(id_state(c, 4), RMR_MEMBER_DETACHED);
+	ck_assert_int_eq(rmr_client_remove_member(c, 4, true), -EALREADY);
+	write_chunks(c, 20, 3, 200);
+	pool_status(0, &ps);
+	ck_assert_uint_eq(ps.dirty_chunks[4], 3);
+	ck_assert_uint_eq(ps.detached_mask, 0x10);
+	/* Attached again: it copies those three chunks only. */
+	atomic_store(&ev.resync_complete_total[SPARE], 0);
+	ck_assert_int_eq(rmr_client_add_member(c, 4, NULL), 0);
+	wait_id_state(c, 4, RMR_MEMBER_NORMAL);
+	wait_all_clean();
+	ck_assert_uint_eq(atomic_load(&ev.resync_complete_total[SPARE]), 3);
+	ck_assert(memcmp(members[0].store.data, members[SPARE].store.data, POOL_SIZE) == 0);
+
+	/* Deleted: the members forget it; writes no longer count it as missing. */
+	ck_assert_int_eq(rmr_client_remove_member(c, 4, false), 0);
+	ck_assert_int_eq(id_state(c, 4), -1);
+	write_chunks(c, 24, 2, 300);
+	for (unsigned i = 0; i < NMEMBERS; i++) {
+		pool_status(i, &ps);
+		ck_assert_uint_eq(ps.members_mask, 0xe);
+		ck_assert_uint_eq(ps.membership_ver, 4);
+		ck_assert_uint_eq(ps.dirty_chunks[4], 0);
+	}
+	assert_stores_identical();
+	free(buf);
+	free(back);
+	rmr_client_close(c);
+}
+END_TEST
+
+/* A member that was down during a change learns it when it comes back, and a member
+ * restarted afterwards keeps the changed membership (it is in its metadata). */
+START_TEST(membership_survives_restarts_and_reaches_late_members)
+{
+	struct rmr_client *c = open_client(1);
+	struct rmr_server_pool_status ps;
+
+	write_chunks(c, 0, 4, 1);
+	member_stop(2);
+	wait_state(c, 2, RMR_MEMBER_FAILED);
+	member_start_in(SPARE, 0x1e, 0);
+	ck_assert_int_eq(rmr_client_add_member(c, 4, members[SPARE].addr), 0);
+	wait_id_state(c, 4, RMR_MEMBER_NORMAL);
+	write_chunks(c, 4, 4, 50);
+	/* Member 3 restarts from its store with the formatted member list (1..3). */
+	member_start(2);
+	wait_state(c, 2, RMR_MEMBER_NORMAL);
+	pool_status(2, &ps);
+	ck_assert_uint_eq(ps.members_mask, 0x1e);
+	ck_assert_uint_eq(ps.membership_ver, 1);
+	wait_all_clean();
+	assert_stores_identical();
+	ck_assert(memcmp(members[0].store.data, members[SPARE].store.data, POOL_SIZE) == 0);
+	/* Member 1 restarts too: its metadata names member 4. */
+	member_stop(0);
+	member_start(0);
+	pool_status(0, &ps);
+	ck_assert_uint_eq(ps.members_mask, 0x1e);
+	wait_state(c, 0, RMR_MEMBER_NORMAL);
+	rmr_client_close(c);
+
+	/* A new client learns the membership from the members. */
+	c = open_client(1);
+	wait_id_state(c, 4, RMR_MEMBER_NORMAL);
+	rmr_client_close(c);
+}
+END_TEST
+
+/* Removals that could lose data or break min_legs are refused. */
+START_TEST(unsafe_removals_are_refused)
+{
+	struct rmr_client *c = open_client(3);
+
+	ck_assert_int_eq(rmr_client_remove_member(c, 1, false), -EBUSY); /* fewer than min_legs */
+	ck_assert_int_eq(rmr_client_remove_member(c, 1, true), -EBUSY);
+	rmr_client_close(c);
+
+	c = open_client(1);
+	write_chunks(c, 0, 4, 1);
+	member_stop(1);
+	wait_state(c, 1, RMR_MEMBER_FAILED);
+	write_chunks(c, 0, 2, 9); /* member 2 misses these */
+	member_stop(2);
+	wait_state(c, 2, RMR_MEMBER_FAILED);
+	/* Member 1 is the last NORMAL one. */
+	ck_assert_int_eq(rmr_client_remove_member(c, 1, false), -EBUSY);
+	ck_assert_int_eq(id_state(c, 1), RMR_MEMBER_NORMAL);
+	/* Removing a failed member is fine: member 1 holds everything. */
+	ck_assert_int_eq(rmr_client_remove_member(c, 3, false), 0);
+	ck_assert_int_eq(id_state(c, 3), -1);
+	rmr_client_close(c);
+}
+END_TEST
+
 START_TEST(status_renders_as_text_and_json)
 {
 	struct rmr_client *c = open_client(1);
@@ -717,7 +1125,13 @@ int main(void)
 	tcase_add_test(tc, maintenance_takes_member_out_and_back);
 	tcase_add_test(tc, second_failure_during_resync);
 	tcase_add_test(tc, all_members_lost_fails_requests);
+	tcase_add_test(tc, resync_pauses_and_resumes);
+	tcase_add_test(tc, verify_finds_and_repairs_divergence);
+	tcase_add_test(tc, read_with_argument_short_answer_and_one_member);
 	tcase_add_test(tc, status_renders_as_text_and_json);
+	tcase_add_test(tc, member_added_detached_attached_and_deleted);
+	tcase_add_test(tc, membership_survives_restarts_and_reaches_late_members);
+	tcase_add_test(tc, unsafe_removals_are_refused);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }

@@ -10,16 +10,20 @@
 #define F RMR_MEMBER_FAILED
 #define R RMR_MEMBER_RECONNECTING
 #define M RMR_MEMBER_MAINTENANCE
+#define D RMR_MEMBER_DETACHED
+#define X RMR_MEMBER_REMOVED
 
 START_TEST(matrix)
 {
 	/* expected[from][to]: the design's transitions and nothing else. */
 	static const bool expected[RMR_MEMBER_STATE_COUNT][RMR_MEMBER_STATE_COUNT] = {
-		[N] = { [R] = true, [F] = true },
-		[R] = { [OK] = true, [F] = true, [M] = true },
-		[OK] = { [F] = true, [M] = true },
-		[F] = { [R] = true },
-		[M] = { [R] = true, [F] = true },
+		[N] = { [R] = true, [F] = true, [D] = true, [X] = true },
+		[R] = { [OK] = true, [F] = true, [M] = true, [D] = true, [X] = true },
+		[OK] = { [F] = true, [M] = true, [D] = true, [X] = true },
+		[F] = { [R] = true, [D] = true, [X] = true },
+		[M] = { [R] = true, [F] = true, [D] = true, [X] = true },
+		[D] = { [F] = true, [X] = true },
+		[X] = { [N] = true },
 	};
 
 	for (int from = 0; from < RMR_MEMBER_STATE_COUNT; from++)
@@ -42,6 +46,8 @@ START_TEST(names_and_out_of_range)
 	ck_assert_str_eq(rmr_member_state_name(OK), "normal");
 	ck_assert_str_eq(rmr_member_state_name(F), "failed");
 	ck_assert_str_eq(rmr_member_state_name(M), "maintenance");
+	ck_assert_str_eq(rmr_member_state_name(D), "detached");
+	ck_assert_str_eq(rmr_member_state_name(X), "removed");
 	ck_assert_str_eq(rmr_member_state_name(RMR_MEMBER_STATE_COUNT), "invalid");
 	ck_assert(!member_state_can_move(RMR_MEMBER_STATE_COUNT, OK));
 	ck_assert(!member_state_can_move(OK, (enum rmr_member_state)-1));

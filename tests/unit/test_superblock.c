@@ -259,8 +259,8 @@ START_TEST(test_round_trip)
 	ck_assert_uint_eq(info.meta_size, 2 * meta_slot_size(rmr_server_meta_max()));
 	ck_assert_uint_eq(info.map_offset, info.meta_offset + info.meta_size);
 	/* 32 chunks: 16 members x one 4 KiB bitmap each. */
-	ck_assert_uint_eq(rmr_server_map_area_size(SMALL_POOL, CHUNK), 16 * 4096);
-	ck_assert_uint_eq(info.map_size, 16 * 4096);
+	ck_assert_uint_eq(rmr_server_map_area_size(SMALL_POOL, CHUNK), 63 * 4096 + 2 * 32768);
+	ck_assert_uint_eq(info.map_size, 63 * 4096 + 2 * 32768);
 	ck_assert_uint_eq(info.data_offset, up(info.map_offset + info.map_size, MiB));
 	ck_assert_int_eq(brmr_store_members(s, m, RMR_MAX_MEMBERS), 3);
 	for (unsigned i = 0; i < 3; i++) {
@@ -412,7 +412,7 @@ static const struct corruption corruptions[] = {
 	{ "map overlaps meta", mut_map_in_meta, -EBADMSG, "overlaps the metadata area" },
 	{ "map size 0", mut_map_size_zero, -EBADMSG, "dirty-map size 0 is smaller" },
 	{ "map size unaligned", mut_map_size_unaligned, -EBADMSG, "not a multiple of 4096" },
-	{ "map size short", mut_map_size_small, -EBADMSG, "smaller than the pool's maps (65536" },
+	{ "map size short", mut_map_size_small, -EBADMSG, "smaller than the pool's maps (323584" },
 	{ "map size overflow", mut_map_size_huge, -EBADMSG, "dirty-map area overflows" },
 	{ "map past data", mut_map_size_past_data, -EBADMSG, "overlaps the dirty-map area" },
 	{ "sequence 0", mut_sequence_zero, -EBADMSG, "sequence is zero" },
@@ -1105,42 +1105,43 @@ START_TEST(test_layout_sizes)
 {
 	struct superblock sb;
 
-	/* A small blob: the 1 MiB slot floor. 16 GiB: 16 KiB per member's bitmap. */
+	/* A small blob: the 1 MiB slot floor. 16 GiB: 16 KiB per member id's
+	 * bitmap (63 of them), then the two 32 KiB activity log records. */
 	sb = layout(16 * GiB, CHUNK, 4096);
 	ck_assert_uint_eq(sb.meta_offset, 8192);
 	ck_assert_uint_eq(sb.meta_size, 2 * MiB);
 	ck_assert_uint_eq(sb.map_offset, 8192 + 2 * MiB);
-	ck_assert_uint_eq(sb.map_size, 16 * 16 * 1024);
-	ck_assert_uint_eq(sb.data_offset, 3 * MiB);
-	/* 2 TiB: 2 MiB bitmaps, 32 MiB of maps; the metadata slots do not grow with the pool. */
+	ck_assert_uint_eq(sb.map_size, 63 * 16 * 1024 + 64 * 1024);
+	ck_assert_uint_eq(sb.data_offset, 4 * MiB);
+	/* 2 TiB: 2 MiB bitmaps, 126 MiB of maps; the metadata slots do not grow with the pool. */
 	sb = layout(2 * TiB, CHUNK, 4096);
 	ck_assert_uint_eq(sb.meta_size, 2 * MiB);
 	ck_assert_uint_eq(sb.map_offset, 8192 + 2 * MiB);
-	ck_assert_uint_eq(sb.map_size, 32 * MiB);
-	ck_assert_uint_eq(sb.data_offset, 35 * MiB);
+	ck_assert_uint_eq(sb.map_size, 126 * MiB + 64 * 1024);
+	ck_assert_uint_eq(sb.data_offset, 129 * MiB);
 
 	/* The examples of docs/disk-format.md, with meta_max = 4 MiB. */
 	sb = layout(SMALL_POOL, CHUNK, 4 * MiB);
 	ck_assert_uint_eq(sb.meta_size, 2 * (4 * MiB + 4096));
 	ck_assert_uint_eq(sb.map_offset, 8404992);
-	ck_assert_uint_eq(sb.map_size, 64 * 1024);
+	ck_assert_uint_eq(sb.map_size, 63 * 4096 + 64 * 1024);
 	ck_assert_uint_eq(sb.data_offset, 9 * MiB);
 	sb = layout(16 * GiB, CHUNK, 4 * MiB);
-	ck_assert_uint_eq(sb.map_size, 256 * 1024);
-	ck_assert_uint_eq(sb.data_offset, 9 * MiB);
+	ck_assert_uint_eq(sb.map_size, 63 * 16 * 1024 + 64 * 1024);
+	ck_assert_uint_eq(sb.data_offset, 10 * MiB);
 	sb = layout(2 * TiB, CHUNK, 4 * MiB);
-	ck_assert_uint_eq(sb.map_size, 32 * MiB);
-	ck_assert_uint_eq(sb.data_offset, 41 * MiB);
+	ck_assert_uint_eq(sb.map_size, 126 * MiB + 64 * 1024);
+	ck_assert_uint_eq(sb.data_offset, 135 * MiB);
 	sb = layout(2 * TiB, 1024 * 1024, 4 * MiB);
-	ck_assert_uint_eq(sb.map_size, 4 * MiB);
-	ck_assert_uint_eq(sb.data_offset, 13 * MiB);
+	ck_assert_uint_eq(sb.map_size, 63 * 256 * 1024 + 64 * 1024);
+	ck_assert_uint_eq(sb.data_offset, 24 * MiB);
 	sb = layout(64 * TiB, CHUNK, 4 * MiB); /* 2^29 chunks: the most librmr tracks */
-	ck_assert_uint_eq(sb.map_size, GiB);
-	ck_assert_uint_eq(sb.data_offset, GiB + 9 * MiB);
+	ck_assert_uint_eq(sb.map_size, 63 * 64 * MiB + 64 * 1024);
+	ck_assert_uint_eq(sb.data_offset, 4041 * MiB);
 
 	/* An odd chunk count rounds each bitmap up to 4 KiB. */
 	sb = layout(4096ull * 8 * CHUNK + CHUNK, CHUNK, 4096); /* 32769 chunks */
-	ck_assert_uint_eq(sb.map_size, 16 * 8192);
+	ck_assert_uint_eq(sb.map_size, 63 * 8192 + 64 * 1024);
 	ck_assert_uint_eq(sb.map_size, rmr_server_map_area_size(sb.pool_size, CHUNK));
 
 	/* One chunk more than the dirty maps cover: no layout. */
@@ -1184,7 +1185,7 @@ static int map_write(struct brmr_store *s, uint64_t off, const void *buf, size_t
 START_TEST(test_map_area)
 {
 	struct brmr_store_info info = { .size = sizeof(info) };
-	static uint8_t buf[64 * 1024], back[64 * 1024];
+	static uint8_t buf[128 * 1024], back[320 * 1024];
 	struct brmr_store *s;
 	uint64_t size;
 	char blob[16];
@@ -1195,7 +1196,7 @@ START_TEST(test_map_area)
 	s = open_ok();
 	ck_assert_int_eq(brmr_store_info(s, &info), 0);
 	size = info.map_size;
-	ck_assert_uint_eq(size, 64 * 1024);
+	ck_assert_uint_eq(size, 63 * 4096 + 64 * 1024);
 	ck_assert_ptr_nonnull(store_ops.map_read);
 	ck_assert_ptr_nonnull(store_ops.map_write);
 

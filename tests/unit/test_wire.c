@@ -2,6 +2,7 @@
 /* Wire codec: round trips, and every malformed field is refused with a reason. */
 #include "unit.h"
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,10 +115,10 @@ START_TEST(other_version_is_not_supported)
 
 	m.len = 0;
 	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
-	((struct rmr_wire_hdr *)buf)->version = cpu_to_le16(2);
+	((struct rmr_wire_hdr *)buf)->version = cpu_to_le16(1);
 	ck_assert_int_eq(rmr_wire_decode(buf, sizeof(struct rmr_wire_hdr), &d, why, sizeof(why)),
 			 -EPROTONOSUPPORT);
-	ck_assert_ptr_nonnull(strstr(why, "version 2"));
+	ck_assert_ptr_nonnull(strstr(why, "version 1"));
 }
 END_TEST
 
@@ -138,6 +139,30 @@ START_TEST(hello_round_trip_and_checks)
 	ck_assert_int_eq(rmr_wire_decode_hello(&d, &hd, why, sizeof(why)), 0);
 	ck_assert_str_eq(hd.pool_name, "vol1");
 	ck_assert_uint_eq(hd.incarnation, 42);
+	ck_assert_uint_eq(hd.flags, 0);
+	ck_assert_uint_eq(hd.writer_epoch, 0);
+
+	/* Writer fields: a takeover with an epoch round-trips; unknown flags,
+	 * a reserved field and writer fields from a member are refused. */
+	h.flags = RMR_HELLO_TAKEOVER;
+	h.writer_epoch = 7;
+	rmr_wire_encode_hello(w, &h);
+	ck_assert_int_eq(rmr_wire_decode_hello(&d, &hd, why, sizeof(why)), 0);
+	ck_assert_uint_eq(hd.flags, RMR_HELLO_TAKEOVER);
+	ck_assert_uint_eq(hd.writer_epoch, 7);
+	w->flags = cpu_to_le32(2);
+	ck_assert_int_eq(rmr_wire_decode_hello(&d, &hd, why, sizeof(why)), -EBADMSG);
+	rmr_wire_encode_hello(w, &h);
+	w->reserved = cpu_to_le32(1);
+	ck_assert_int_eq(rmr_wire_decode_hello(&d, &hd, why, sizeof(why)), -EBADMSG);
+	h.role = RMR_ROLE_PEER;
+	rmr_wire_encode_hello(w, &h);
+	ck_assert_int_eq(rmr_wire_decode_hello(&d, &hd, why, sizeof(why)), -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(why, "writer fields"));
+	h.role = RMR_ROLE_CLIENT;
+	h.flags = 0;
+	h.writer_epoch = 0;
+	rmr_wire_encode_hello(w, &h);
 
 	memset(w->pool_name, 'x', sizeof(w->pool_name)); /* no terminator */
 	ck_assert_int_eq(decode(len, &d), 0);
@@ -155,27 +180,61 @@ START_TEST(hello_round_trip_and_checks)
 }
 END_TEST
 
+/* A membership of ids 1..3 (mask 0xe) with loopback addresses. */
+static void three_members(struct rmr_membership *ms)
+{
+	memset(ms, 0, sizeof(*ms));
+	ms->version = 5;
+	ms->n = 3;
+	for (unsigned i = 0; i < 3; i++) {
+		ms->m[i].id = (uint16_t)(i + 1);
+		snprintf(ms->m[i].addr, sizeof(ms->m[i].addr), "127.0.0.1:%u", 7000 + i);
+	}
+}
+
 START_TEST(hello_rsp_checks_identity)
 {
 	struct rmr_hello_rsp h = { .member_id = 2, .chunk_size = 131072, .pool_size = 1 << 30,
 				   .map_ver = 3, .members = 0xe, .queue_depth = 64,
 				   .max_io_size = 131072 }, hd;
-	struct rmr_msg m = sample(RMR_MSG_HELLO_RSP, sizeof(struct rmr_wire_hello_rsp)), d;
-	struct rmr_wire_hello_rsp *w = (void *)(buf + sizeof(struct rmr_wire_hdr));
-	size_t len = sizeof(struct rmr_wire_hdr) + sizeof(*w);
+	struct rmr_msg m = sample(RMR_MSG_HELLO_RSP, 0), d;
+	uint8_t *w = buf + sizeof(struct rmr_wire_hdr);
 	char why[128];
+	size_t plen;
 
 	m.len = 0;
 	strcpy(h.pool_name, "vol1");
+	three_members(&h.membership);
+	plen = rmr_wire_encode_hello_rsp(w, &h);
+	ck_assert_uint_eq(plen, sizeof(struct rmr_wire_hello_rsp) + sizeof(struct rmr_wire_members) +
+					3 * sizeof(struct rmr_wire_member));
+	m.payload_len = (uint32_t)plen;
 	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
-	rmr_wire_encode_hello_rsp(w, &h);
-	ck_assert_int_eq(decode(len, &d), 0);
+	ck_assert_int_eq(decode(sizeof(struct rmr_wire_hdr) + plen, &d), 0);
 	ck_assert_int_eq(rmr_wire_decode_hello_rsp(&d, &hd, why, sizeof(why)), 0);
 	ck_assert_uint_eq(hd.members, 0xe);
+	ck_assert_uint_eq(hd.flags, 0);
+	ck_assert_uint_eq(hd.membership.version, 5);
+	ck_assert_uint_eq(hd.membership.n, 3);
+	ck_assert_str_eq(hd.membership.m[2].addr, "127.0.0.1:7002");
+
+	h.flags = RMR_HELLO_RSP_STALE_AL;
+	h.writer_epoch = 9;
+	rmr_wire_encode_hello_rsp(w, &h);
+	ck_assert_int_eq(rmr_wire_decode_hello_rsp(&d, &hd, why, sizeof(why)), 0);
+	ck_assert_uint_eq(hd.flags, RMR_HELLO_RSP_STALE_AL);
+	ck_assert_uint_eq(hd.writer_epoch, 9);
+	((struct rmr_wire_hello_rsp *)w)->flags = cpu_to_le16(4);
+	ck_assert_int_eq(rmr_wire_decode_hello_rsp(&d, &hd, why, sizeof(why)), -EBADMSG);
+	h.flags = 0;
 
 	h.members = 0x8; /* member 2 not in its own pool */
 	rmr_wire_encode_hello_rsp(w, &h);
 	ck_assert_int_eq(rmr_wire_decode_hello_rsp(&d, &hd, why, sizeof(why)), -EBADMSG);
+	h.members = 0x6; /* the mask and the membership disagree */
+	rmr_wire_encode_hello_rsp(w, &h);
+	ck_assert_int_eq(rmr_wire_decode_hello_rsp(&d, &hd, why, sizeof(why)), -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(why, "disagree"));
 	h.members = 0xe;
 	h.chunk_size = 100000;
 	rmr_wire_encode_hello_rsp(w, &h);
@@ -184,6 +243,74 @@ START_TEST(hello_rsp_checks_identity)
 	h.member_id = 0;
 	rmr_wire_encode_hello_rsp(w, &h);
 	ck_assert_int_eq(rmr_wire_decode_hello_rsp(&d, &hd, why, sizeof(why)), -EBADMSG);
+	h.member_id = 2;
+	d.payload_len = sizeof(struct rmr_wire_hello_rsp); /* no membership */
+	ck_assert_int_eq(rmr_wire_decode_hello_rsp(&d, &hd, why, sizeof(why)), -EBADMSG);
+}
+END_TEST
+
+/* The membership codec: round trip, and every malformed field refused. */
+START_TEST(membership_codec)
+{
+	static uint8_t mb[RMR_WIRE_MEMBERS_MAX];
+	struct rmr_membership ms, d;
+	struct rmr_wire_members *hdr = (void *)mb;
+	struct rmr_wire_member *e = (void *)(mb + sizeof(*hdr));
+	char why[160];
+	size_t len;
+
+	three_members(&ms);
+	ms.m[1].detached = true;
+	len = rmr_wire_encode_members(mb, &ms);
+	ck_assert_int_eq(rmr_wire_decode_members(mb, len, &d, why, sizeof(why)), 0);
+	ck_assert_uint_eq(d.version, 5);
+	ck_assert_uint_eq(rmr_membership_ids(&d), 0xe);
+	ck_assert(rmr_membership_find(&d, 2)->detached);
+	ck_assert(!rmr_membership_find(&d, 3)->detached);
+	ck_assert_ptr_null(rmr_membership_find(&d, 4));
+
+	/* The largest membership: RMR_MAX_MEMBERS entries. */
+	memset(&ms, 0, sizeof(ms));
+	ms.n = RMR_MAX_MEMBERS;
+	for (unsigned i = 0; i < RMR_MAX_MEMBERS; i++) {
+		ms.m[i].id = (uint16_t)(RMR_MAX_MEMBER_ID - i);
+		snprintf(ms.m[i].addr, sizeof(ms.m[i].addr), "host%u:1", i);
+	}
+	len = rmr_wire_encode_members(mb, &ms);
+	ck_assert_uint_eq(len, RMR_WIRE_MEMBERS_MAX);
+	ck_assert_int_eq(rmr_wire_decode_members(mb, len, &d, why, sizeof(why)), 0);
+	ck_assert_uint_eq(d.n, RMR_MAX_MEMBERS);
+
+	three_members(&ms);
+	len = rmr_wire_encode_members(mb, &ms);
+	ck_assert_int_eq(rmr_wire_decode_members(mb, len - 1, &d, why, sizeof(why)), -EBADMSG);
+	ck_assert_int_eq(rmr_wire_decode_members(mb, 8, &d, why, sizeof(why)), -EBADMSG);
+	hdr->count = cpu_to_le32(0);
+	ck_assert_int_eq(rmr_wire_decode_members(mb, sizeof(*hdr), &d, why, sizeof(why)), -EBADMSG);
+	hdr->count = cpu_to_le32(3);
+	hdr->reserved = cpu_to_le32(1);
+	ck_assert_int_eq(rmr_wire_decode_members(mb, len, &d, why, sizeof(why)), -EBADMSG);
+	hdr->reserved = cpu_to_le32(0);
+	e[1].id = cpu_to_le16(1); /* twice */
+	ck_assert_int_eq(rmr_wire_decode_members(mb, len, &d, why, sizeof(why)), -EBADMSG);
+	e[1].id = cpu_to_le16(0);
+	ck_assert_int_eq(rmr_wire_decode_members(mb, len, &d, why, sizeof(why)), -EBADMSG);
+	e[1].id = cpu_to_le16(RMR_MAX_MEMBER_ID + 1);
+	ck_assert_int_eq(rmr_wire_decode_members(mb, len, &d, why, sizeof(why)), -EBADMSG);
+	e[1].id = cpu_to_le16(2);
+	e[1].flags = cpu_to_le16(2);
+	ck_assert_int_eq(rmr_wire_decode_members(mb, len, &d, why, sizeof(why)), -EBADMSG);
+	e[1].flags = cpu_to_le16(0);
+	e[1].reserved2 = cpu_to_le32(1);
+	ck_assert_int_eq(rmr_wire_decode_members(mb, len, &d, why, sizeof(why)), -EBADMSG);
+	e[1].reserved2 = cpu_to_le32(0);
+	memset(e[1].addr, 0, sizeof(e[1].addr));
+	ck_assert_int_eq(rmr_wire_decode_members(mb, len, &d, why, sizeof(why)), -EBADMSG);
+	memset(e[1].addr, 'x', sizeof(e[1].addr)); /* not terminated */
+	ck_assert_int_eq(rmr_wire_decode_members(mb, len, &d, why, sizeof(why)), -EBADMSG);
+	strcpy(e[1].addr, "h:2");
+	memset(e[1].addr + 4, 0, sizeof(e[1].addr) - 4);
+	ck_assert_int_eq(rmr_wire_decode_members(mb, len, &d, why, sizeof(why)), 0);
 }
 END_TEST
 
@@ -268,6 +395,8 @@ static const struct recovery_case recovery_cases[] = {
 	/* chunks 7 .. 7 + 2^29: far more than 4 MiB, yet legal */
 	{ RMR_MSG_MAP_CLEAR, true, 0, 0, 7, 1u << 29, 0 },
 	{ RMR_MSG_MAP_CLEAR_RSP, false, 0, 0, 7, 1u << 29, 0 },
+	/* client -> member: the last writer exited uncleanly */
+	{ RMR_MSG_RECONCILE, true, 0, 0, 0, 0, 0 },
 };
 #define NCASES (sizeof(recovery_cases) / sizeof(recovery_cases[0]))
 
@@ -283,6 +412,30 @@ static struct rmr_msg recovery_msg(const struct recovery_case *c)
 	return m;
 }
 
+/* A READ may carry its argument; its answer may hold fewer bytes than asked, never more. */
+START_TEST(read_argument_and_short_answer)
+{
+	struct rmr_msg m = sample(RMR_MSG_READ, 16);
+
+	m.len = 4096;
+	accepted(m, "a READ with a 16-byte argument");
+	m.len = 0;
+	refused(m, "a READ of zero length with an argument");
+	m = sample(RMR_MSG_READ_RSP, 100);
+	m.len = 4096;
+	accepted(m, "a READ_RSP of 100 bytes for 4096 asked");
+	m.payload_len = 0;
+	accepted(m, "an empty READ_RSP");
+	m.payload_len = 4096;
+	accepted(m, "a full READ_RSP");
+	m.len = 4095;
+	refused(m, "a READ_RSP longer than asked");
+	m.status = -EIO;
+	m.len = 4096;
+	refused(m, "an error READ_RSP with data");
+}
+END_TEST
+
 START_TEST(recovery_message_names)
 {
 	ck_assert_str_eq(rmr_msg_type_name(11), "MAP_PULL");
@@ -293,7 +446,69 @@ START_TEST(recovery_message_names)
 	ck_assert_str_eq(rmr_msg_type_name(16), "SYNC_READ_RSP");
 	ck_assert_str_eq(rmr_msg_type_name(17), "MAP_CLEAR");
 	ck_assert_str_eq(rmr_msg_type_name(18), "MAP_CLEAR_RSP");
-	ck_assert_str_eq(rmr_msg_type_name(19), "UNKNOWN");
+	ck_assert_str_eq(rmr_msg_type_name(19), "RECONCILE");
+	ck_assert_str_eq(rmr_msg_type_name(20), "RECONCILE_RSP");
+	ck_assert_str_eq(rmr_msg_type_name(21), "CHUNK_SUM");
+	ck_assert_str_eq(rmr_msg_type_name(22), "CHUNK_SUM_RSP");
+	ck_assert_str_eq(rmr_msg_type_name(23), "MAP_MARK");
+	ck_assert_str_eq(rmr_msg_type_name(24), "MAP_MARK_RSP");
+	ck_assert_str_eq(rmr_msg_type_name(25), "MEMBERSHIP");
+	ck_assert_str_eq(rmr_msg_type_name(26), "MEMBERSHIP_RSP");
+	ck_assert_str_eq(rmr_msg_type_name(27), "UNKNOWN");
+}
+END_TEST
+
+/* Online verify: checksums of a chunk range, and marks for the members that differ. */
+START_TEST(verify_messages)
+{
+	struct rmr_msg m = sample(RMR_MSG_CHUNK_SUM, 0), d;
+	struct rmr_wire_chunk_sum *e = (void *)(buf + sizeof(struct rmr_wire_hdr));
+	uint32_t crc, flags;
+	char why[160];
+
+	m.addr = 1000;
+	m.len = 16;
+	accepted(m, "a CHUNK_SUM of 16 chunks");
+	m.len = 0;
+	refused(m, "a CHUNK_SUM of no chunks");
+	m = sample(RMR_MSG_CHUNK_SUM, 8);
+	refused(m, "a CHUNK_SUM with a payload");
+
+	m = sample(RMR_MSG_CHUNK_SUM_RSP, 3 * sizeof(*e));
+	m.len = 3;
+	rmr_wire_encode_chunk_sum(&e[0], 0xdeadbeef, 0);
+	rmr_wire_encode_chunk_sum(&e[1], 0, RMR_SUM_DIRTY);
+	rmr_wire_encode_chunk_sum(&e[2], 7, 4);
+	accepted(m, "a CHUNK_SUM_RSP of 3 entries");
+	ck_assert_int_eq(round_trip(&m, &d, why, sizeof(why)), 0);
+	ck_assert_int_eq(rmr_wire_decode_chunk_sum(&d, 0, &crc, &flags, why, sizeof(why)), 0);
+	ck_assert_uint_eq(crc, 0xdeadbeef);
+	ck_assert_uint_eq(flags, 0);
+	ck_assert_int_eq(rmr_wire_decode_chunk_sum(&d, 1, &crc, &flags, why, sizeof(why)), 0);
+	ck_assert_uint_eq(flags, RMR_SUM_DIRTY);
+	ck_assert_int_eq(rmr_wire_decode_chunk_sum(&d, 2, &crc, &flags, why, sizeof(why)), -EBADMSG);
+	ck_assert_int_eq(rmr_wire_decode_chunk_sum(&d, 3, &crc, &flags, why, sizeof(why)), -EBADMSG);
+	m.len = 4;
+	refused(m, "a CHUNK_SUM_RSP with fewer entries than chunks");
+	m.len = 3;
+	m.status = -EIO;
+	refused(m, "an error CHUNK_SUM_RSP with entries");
+
+	m = sample(RMR_MSG_MAP_MARK, 0);
+	m.addr = 5;
+	m.len = 1;
+	m.missed = 0x6;
+	accepted(m, "a MAP_MARK of chunk 5 for members 1 and 2");
+	m.len = UINT32_MAX;
+	m.addr = 0;
+	accepted(m, "a MAP_MARK of 2^32-1 chunks");
+	m.missed = 0;
+	refused(m, "a MAP_MARK for no member");
+	m.missed = 1;
+	refused(m, "a MAP_MARK for member 0");
+	m = sample(RMR_MSG_MAP_MARK_RSP, 0);
+	m.missed = 2;
+	refused(m, "a MAP_MARK_RSP with a missed mask");
 }
 END_TEST
 
@@ -431,6 +646,17 @@ END_TEST
 START_TEST(recovery_messages_refuse_bad_fields)
 {
 	struct rmr_msg m;
+
+	/* RECONCILE_RSP carries the member's missed mask; neither carries a payload. */
+	m = sample(RMR_MSG_RECONCILE_RSP, 0);
+	m.len = 0;
+	m.missed = 0x6;
+	accepted(m, "the member's missed mask");
+	m.missed = 1;
+	refused(m, "a missed mask naming id 0");
+	m = sample(RMR_MSG_RECONCILE, 16);
+	m.len = 0;
+	refused(m, "a payload");
 
 	/* MAP_PULL: source member 1..63, no payload. */
 	m = recovery_msg(&recovery_cases[0]);
@@ -640,6 +866,7 @@ int main(void)
 {
 	Suite *s = suite_create("wire");
 	TCase *tc = tcase_create("codec");
+	tcase_set_timeout(tc, 60);
 
 	tcase_add_test(tc, header_round_trip);
 	tcase_add_test(tc, negative_status_survives);
@@ -647,6 +874,9 @@ int main(void)
 	tcase_add_test(tc, other_version_is_not_supported);
 	tcase_add_test(tc, hello_round_trip_and_checks);
 	tcase_add_test(tc, hello_rsp_checks_identity);
+	tcase_add_test(tc, membership_codec);
+	tcase_add_test(tc, read_argument_and_short_answer);
+	tcase_add_test(tc, verify_messages);
 	tcase_add_test(tc, recovery_message_names);
 	tcase_add_test(tc, recovery_messages_round_trip);
 	tcase_add_test(tc, recovery_messages_edge_cases_accepted);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* CRC-32C (Castagnoli), the checksum of every on-disk record of libbrmr. */
-#ifndef BRMR_CRC32C_H
-#define BRMR_CRC32C_H
+/* CRC-32C (Castagnoli), the checksum of every on-disk record of librmr and libbrmr. */
+#ifndef RMR_CRC32C_H
+#define RMR_CRC32C_H
 
 #include <stddef.h>
 #include <stdint.h>
