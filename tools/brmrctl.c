@@ -1,37 +1,52 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * brmrctl: the operator's CLI for brmr pools.
+ * brmrctl: the operator's CLI for brmr pools. This file holds the verb
+ * table, main() and what the verbs share; the verbs live in brmrctl_*.c.
  *
- *   brmrctl create  --name NAME --size SIZE [--chunk SIZE] [--uuid UUID]
- *                   --member ID,ADDR,PATH [--member ...] [--force]
- *   brmrctl status  --socket PATH [--json]
- *   brmrctl inspect --store PATH [--json]
+ *   brmrctl create      format the stores of a new pool
+ *   brmrctl status      status of a brmr-server or nbd-brmr
+ *   brmrctl metrics     its counters in Prometheus text format
+ *   brmrctl events      its stream of state changes, one JSON object a line
+ *   brmrctl maintenance take a member out of I/O, or put it back
+ *   brmrctl inspect     print and check a store's superblock
+ *
+ * To add a verb: write cmd_NAME() (answering --help), declare it in
+ * brmrctl.h and add a line to verbs[] below.
  *
  * Errors are one line on stderr; exit status 2 for usage errors, 1 for
  * runtime errors.
  */
-#include <rmr/brmr.h>
+#include "brmrctl.h"
 
-#include <ctype.h>
 #include <errno.h>
-#include <getopt.h>
-#include <inttypes.h>
-#include <limits.h>
 #include <stdarg.h>
-#include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
-#define EXIT_USAGE 2
-#define EXIT_RUNTIME 1
+static const struct verb {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+} verbs[] = {
+	{ "create", cmd_create, "format the stores of a new pool" },
+	{ "replace-member", cmd_replace_member,
+	  "format a blank store for a member of an existing pool" },
+	{ "status", cmd_status, "status of a brmr-server or nbd-brmr (control socket)" },
+	{ "metrics", cmd_metrics, "its counters in Prometheus text format" },
+	{ "events", cmd_events, "its stream of state changes, one JSON object a line" },
+	{ "maintenance", cmd_maintenance, "on|off: take a member out of I/O, or put it back" },
+	{ "add-member", cmd_add_member, "add a member to the pool, or attach a detached one" },
+	{ "remove-member", cmd_remove_member, "delete a member from the pool, or --detach it" },
+	{ "resync", cmd_resync, "stop|start|rate: a member's background resync" },
+	{ "verify", cmd_verify, "compare a member's chunks with its peers' (--repair)" },
+	{ "inspect", cmd_inspect, "print and check a store's superblock" },
+};
 
-static int __attribute__((format(printf, 2, 3))) die(int status, const char *fmt, ...)
+int die(int status, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -45,7 +60,19 @@ static int __attribute__((format(printf, 2, 3))) die(int status, const char *fmt
 	return status;
 }
 
-static int bad_option(int argc, char **argv)
+int config_die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("brmrctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return EXIT_USAGE;
+}
+
+int bad_option(int argc, char **argv)
 {
 	(void)argc;
 	if (optopt)
@@ -53,8 +80,7 @@ static int bad_option(int argc, char **argv)
 	return die(EXIT_USAGE, "unknown option '%s'", argv[optind - 1]);
 }
 
-/* "SIZE": bytes with an optional binary suffix K, M, G or T. */
-static bool parse_size(const char *s, uint64_t *out)
+bool parse_size(const char *s, uint64_t *out)
 {
 	unsigned shift = 0;
 	char *end;
@@ -79,7 +105,7 @@ static bool parse_size(const char *s, uint64_t *out)
 	return true;
 }
 
-static bool valid_name(const char *name)
+bool valid_name(const char *name)
 {
 	size_t n = strlen(name);
 
@@ -88,267 +114,148 @@ static bool valid_name(const char *name)
 	return strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
-/* --- create ------------------------------------------------------------------ */
-
-struct member_arg {
-	struct brmr_member m;
-	const char *path;
-};
-
-static void create_usage(FILE *f)
+unsigned parse_member_id(const char *s)
 {
-	fprintf(f,
-		"usage: brmrctl create --name NAME --size SIZE [--chunk SIZE] [--uuid UUID]\n"
-		"                      --member ID,ADDR,PATH [--member ...] [--force]\n"
-		"\n"
-		"Format the store of every member of a new pool with the same UUID and the\n"
-		"full member list. Everything is checked before any store is written.\n"
-		"\n"
-		"  --name NAME            pool name: 1..%u characters of [A-Za-z0-9._-]\n"
-		"  --size SIZE            pool size; suffixes K, M, G, T (binary); 4K multiple\n"
-		"  --chunk SIZE           chunk size, a power of two in 128K..1M (default 128K)\n"
-		"  --uuid UUID            pool UUID (default: a new random one)\n"
-		"  --member ID,ADDR,PATH  member id (1..%u), the address its brmr-server\n"
-		"                         listens on, and its store (file or block device);\n"
-		"                         ADDR is everything between the first and last comma\n"
-		"  --force                overwrite stores that already hold data\n",
-		RMR_NAME_MAX, RMR_MAX_MEMBER_ID);
-}
-
-/* "ID,ADDR,PATH": id up to the first comma, path after the last. */
-static int parse_member(const char *arg, struct member_arg *out)
-{
-	const char *c1 = strchr(arg, ','), *c2 = strrchr(arg, ',');
+	unsigned long v;
 	char *end;
-	unsigned long id;
-	size_t alen;
 
-	if (!c1 || c1 == c2)
-		return die(EXIT_USAGE, "--member '%s': expected ID,ADDR,PATH", arg);
+	if (*s < '0' || *s > '9')
+		return 0;
 	errno = 0;
-	id = strtoul(arg, &end, 10);
-	if (errno || end != c1 || end == arg || id < 1 || id > RMR_MAX_MEMBER_ID)
-		return die(EXIT_USAGE, "--member '%s': id must be 1..%u", arg, RMR_MAX_MEMBER_ID);
-	alen = (size_t)(c2 - c1 - 1);
-	if (alen == 0 || alen > RMR_ADDR_MAX)
-		return die(EXIT_USAGE, "--member '%s': address must be 1..%u bytes", arg,
-			   RMR_ADDR_MAX);
-	for (const char *p = c1 + 1; p < c2; p++)
-		if (*p <= ' ' || *p > '~')
-			return die(EXIT_USAGE, "--member '%s': address has a space or control character",
-				   arg);
-	if (!c2[1])
-		return die(EXIT_USAGE, "--member '%s': empty store path", arg);
-	memset(out, 0, sizeof(*out));
-	out->m.id = (uint16_t)id;
-	memcpy(out->m.addr, c1 + 1, alen);
-	out->path = c2 + 1;
-	return 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v < 1 || v > RMR_MAX_MEMBER_ID)
+		return 0;
+	return (unsigned)v;
 }
 
-/*
- * Canonical form of a store path that may not exist yet: the real path of
- * its directory plus its last component. Empty on failure.
- */
-static void canonical_path(const char *path, char *out, size_t len)
+struct brmr_config *load_pool_file(const char *config, const char *pool, int *status)
 {
-	char dir[PATH_MAX], real[PATH_MAX];
-	const char *slash = strrchr(path, '/');
-	const char *base = slash ? slash + 1 : path;
+	struct brmr_config *c = calloc(1, sizeof(*c));
+	char err[1280];
+	int ret;
 
-	out[0] = '\0';
-	if (realpath(path, real)) {
-		snprintf(out, len, "%s", real);
-		return;
+	if (!c) {
+		*status = die(EXIT_RUNTIME, "out of memory");
+		return NULL;
 	}
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else if (slash == path)
-		snprintf(dir, sizeof(dir), "/");
-	else
-		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-	if (realpath(dir, real) &&
-	    snprintf(out, len, "%s/%s", strcmp(real, "/") ? real : "", base) >= (int)len)
-		out[0] = '\0';
+	c->size = sizeof(*c);
+	ret = config ? brmr_config_load(config, c, err, sizeof(err))
+		     : brmr_config_load_pool(pool, c, err, sizeof(err));
+	if (ret < 0) {
+		free(c);
+		/* A pool file is configuration: a bad one is a usage error. */
+		*status = config_die("%s", err);
+		return NULL;
+	}
+	return c;
 }
 
-/* Two arguments naming the same file or device (existing or not) are one store. */
-static bool same_store(const char *a, const char *b)
-{
-	char ca[PATH_MAX], cb[PATH_MAX];
-	struct stat sa, sb;
+/* ---- control sockets ------------------------------------------------------- */
 
-	if (!strcmp(a, b))
+bool ctl_target_opt(struct ctl_target *t, int c, const char *arg)
+{
+	switch (c) {
+	case O_T_SOCKET:
+		t->socket = arg;
 		return true;
-	if (stat(a, &sa) == 0 && stat(b, &sb) == 0) {
-		if (S_ISBLK(sa.st_mode) && S_ISBLK(sb.st_mode))
-			return sa.st_rdev == sb.st_rdev;
-		return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	case O_T_CONFIG:
+		t->config = arg;
+		return true;
+	case O_T_POOL:
+		t->pool = arg;
+		return true;
+	case O_T_MEMBER:
+		t->member = arg;
+		return true;
+	case O_T_CLIENT:
+		t->client = true;
+		return true;
+	default:
+		return false;
 	}
-	canonical_path(a, ca, sizeof(ca));
-	canonical_path(b, cb, sizeof(cb));
-	return ca[0] && !strcmp(ca, cb);
 }
 
-static int cmd_create(int argc, char **argv)
+int ctl_target_socket(const struct ctl_target *t, char *path, size_t len)
 {
-	enum { O_NAME = 256, O_SIZE, O_CHUNK, O_UUID, O_MEMBER, O_FORCE, O_HELP };
-	static const struct option opts[] = {
-		{ "name", required_argument, NULL, O_NAME },
-		{ "size", required_argument, NULL, O_SIZE },
-		{ "chunk", required_argument, NULL, O_CHUNK },
-		{ "uuid", required_argument, NULL, O_UUID },
-		{ "member", required_argument, NULL, O_MEMBER },
-		{ "force", no_argument, NULL, O_FORCE },
-		{ "help", no_argument, NULL, O_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct member_arg members[RMR_MAX_MEMBERS];
-	struct brmr_member list[RMR_MAX_MEMBERS];
-	struct brmr_format_params fp = { .size = sizeof(fp) };
-	const char *name = NULL, *uuid_arg = NULL;
-	uint64_t size = 0, chunk = 128 * 1024;
-	bool have_size = false, force = false;
-	unsigned n = 0;
-	char uuid_text[37], why[512];
-	int c, ret;
+	const struct brmr_config_member *m;
+	struct brmr_config *c;
+	unsigned id = 0;
+	int status = 0;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case O_NAME:
-			name = optarg;
-			break;
-		case O_SIZE:
-			if (!parse_size(optarg, &size))
-				return die(EXIT_USAGE, "bad --size '%s' (bytes, or with K, M, G, T)",
-					   optarg);
-			have_size = true;
-			break;
-		case O_CHUNK:
-			if (!parse_size(optarg, &chunk))
-				return die(EXIT_USAGE, "bad --chunk '%s'", optarg);
-			break;
-		case O_UUID:
-			uuid_arg = optarg;
-			break;
-		case O_MEMBER:
-			if (n == RMR_MAX_MEMBERS)
-				return die(EXIT_USAGE, "at most %u members", RMR_MAX_MEMBERS);
-			if (parse_member(optarg, &members[n]))
-				return EXIT_USAGE;
-			n++;
-			break;
-		case O_FORCE:
-			force = true;
-			break;
-		case O_HELP:
-			create_usage(stdout);
-			return 0;
-		default:
-			return bad_option(argc, argv);
-		}
+	if ((t->config != NULL) + (t->pool != NULL) + (t->socket != NULL) > 1)
+		return die(EXIT_USAGE, "--socket, --config and --pool exclude each other");
+	if (t->member && t->client)
+		return die(EXIT_USAGE, "--member and --client exclude each other");
+	if (t->member && !(id = parse_member_id(t->member)))
+		return die(EXIT_USAGE, "--member: '%s' is not a member id (1..%u)", t->member,
+			   RMR_MAX_MEMBER_ID);
+	if (t->socket) {
+		if (t->member || t->client)
+			return die(EXIT_USAGE, "--member and --client pick a socket from a pool "
+				   "file; --socket names one");
+		snprintf(path, len, "%s", t->socket);
+		return 0;
 	}
-	if (optind < argc)
-		return die(EXIT_USAGE, "unexpected argument '%s'", argv[optind]);
-	if (!name)
-		return die(EXIT_USAGE, "--name is required");
-	if (!valid_name(name))
-		return die(EXIT_USAGE, "bad pool name '%s' (1..%u characters of [A-Za-z0-9._-])",
-			   name, RMR_NAME_MAX);
-	if (!have_size)
-		return die(EXIT_USAGE, "--size is required");
-	if (size == 0 || size % 4096)
-		return die(EXIT_USAGE, "--size must be a positive multiple of 4K");
-	if (chunk < BRMR_CHUNK_MIN || chunk > BRMR_CHUNK_MAX || (chunk & (chunk - 1)))
-		return die(EXIT_USAGE, "--chunk must be a power of two in 128K..1M");
-	if (!n)
-		return die(EXIT_USAGE, "at least one --member is required");
-	for (unsigned i = 0; i < n; i++)
-		for (unsigned j = 0; j < i; j++) {
-			if (members[i].m.id == members[j].m.id)
-				return die(EXIT_USAGE, "member id %u is given twice", members[i].m.id);
-			if (same_store(members[i].path, members[j].path))
-				return die(EXIT_USAGE, "members %u and %u use the same store %s",
-					   members[j].m.id, members[i].m.id, members[i].path);
+	if (!t->config && !t->pool)
+		return die(EXIT_USAGE, "--socket, --config or --pool is required");
+	c = load_pool_file(t->config, t->pool, &status);
+	if (!c)
+		return status;
+	if (id) {
+		m = brmr_config_member(c, id);
+		if (!m) {
+			status = config_die("%s:%u: pool %s has no member %u", c->file, c->line,
+					    c->name, id);
+			free(c);
+			return status;
 		}
-	if (uuid_arg) {
-		static const rmr_uuid zero;
-
-		if (rmr_uuid_parse(uuid_arg, &fp.pool_uuid) < 0 ||
-		    !memcmp(&fp.pool_uuid, &zero, sizeof(zero)))
-			return die(EXIT_USAGE, "bad --uuid '%s'", uuid_arg);
+		snprintf(path, len, "%s", m->control);
 	} else {
-		ret = rmr_uuid_generate(&fp.pool_uuid);
-		if (ret < 0)
-			return die(EXIT_RUNTIME, "cannot generate a UUID: %s", strerror(-ret));
+		snprintf(path, len, "%s", c->client_control);
 	}
-	fp.pool_name = name;
-	fp.pool_size = size;
-	fp.chunk_size = (uint32_t)chunk;
-	fp.force = force;
-	for (unsigned i = 0; i < n; i++)
-		list[i] = members[i].m;
-
-	/* Dry run over every store first: format all or none. */
-	for (unsigned pass = 0; pass < 2; pass++) {
-		for (unsigned i = 0; i < n; i++) {
-			fp.member_id = members[i].m.id;
-			ret = brmr_store_format_pool(members[i].path, &fp, list, n,
-						     pass ? 0 : BRMR_FORMAT_CHECK_ONLY, why,
-						     sizeof(why));
-			if (ret < 0)
-				return die(EXIT_RUNTIME, "member %u: %s%s", members[i].m.id, why,
-					   pass ? " (earlier members were formatted)" : "");
-		}
-	}
-	rmr_uuid_format(&fp.pool_uuid, uuid_text);
-	printf("pool %s uuid %s: %u members formatted\n", name, uuid_text, n);
+	free(c);
 	return 0;
 }
 
-/* --- status ------------------------------------------------------------------ */
-
-static void status_usage(FILE *f)
+int control_connect(const char *path, const char *cmd)
 {
-	fprintf(f,
-		"usage: brmrctl status --socket PATH [--json] [--watch [SECONDS]]\n"
-		"\n"
-		"Print the status of a brmr-server or nbd-brmr through its control socket.\n"
-		"\n"
-		"  --socket PATH      the --control socket of the daemon\n"
-		"  --json             one JSON object instead of a table\n"
-		"  --watch [SECONDS]  print it again every SECONDS (default 1, 0.1..3600)\n"
-		"                     until interrupted, the screen cleared in between\n"
-		"                     when stdout is a terminal\n");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, err;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -die(EXIT_USAGE, "socket path too long");
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		err = errno;
+		if (fd >= 0)
+			close(fd);
+		return -die(EXIT_RUNTIME, "cannot reach %s: %s", path, strerror(err));
+	}
+	if (send(fd, cmd, strlen(cmd), MSG_NOSIGNAL) != (ssize_t)strlen(cmd)) {
+		err = errno;
+		close(fd);
+		return -die(EXIT_RUNTIME, "cannot reach %s: %s", path, strerror(err));
+	}
+	return fd;
 }
 
 /*
  * Send @cmd (one line) to the control socket at @path and copy the answer to
  * stdout. An answer starting "error:" becomes our one-line error.
  */
-static int control_request(const char *path, const char *cmd)
+int control_request(const char *path, const char *cmd)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct timeval tv = { .tv_sec = 10 };
 	char buf[8192];
 	size_t got = 0;
-	int fd;
+	int fd = control_connect(path, cmd);
 
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return die(EXIT_USAGE, "socket path too long");
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return die(EXIT_RUNTIME, "cannot reach %s: %s", path, strerror(errno));
+	if (fd < 0)
+		return -fd;
 	/* A hung daemon must not hang the operator's shell. */
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (send(fd, cmd, strlen(cmd), MSG_NOSIGNAL) != (ssize_t)strlen(cmd)) {
-		int err = errno;
-
-		close(fd);
-		return die(EXIT_RUNTIME, "cannot reach %s: %s", path, strerror(err));
-	}
 	shutdown(fd, SHUT_WR);
 	for (;;) {
 		ssize_t n = read(fd, buf, sizeof(buf));
@@ -380,291 +287,38 @@ static int control_request(const char *path, const char *cmd)
 	return fflush(stdout) == 0 ? 0 : EXIT_RUNTIME;
 }
 
-static int cmd_status(int argc, char **argv)
-{
-	enum { O_SOCKET = 256, O_JSON, O_WATCH, O_HELP };
-	static const struct option opts[] = {
-		{ "socket", required_argument, NULL, O_SOCKET },
-		{ "json", no_argument, NULL, O_JSON },
-		{ "watch", optional_argument, NULL, O_WATCH },
-		{ "help", no_argument, NULL, O_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *path = NULL;
-	bool json = false;
-	double watch = 0;
-	char *end;
-	int c, ret;
-
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case O_SOCKET:
-			path = optarg;
-			break;
-		case O_JSON:
-			json = true;
-			break;
-		case O_WATCH:
-			watch = 1;
-			/* "--watch 2" as well as "--watch=2": an optional argument may follow. */
-			if (!optarg && optind < argc && (isdigit((unsigned char)argv[optind][0]) ||
-							 argv[optind][0] == '.'))
-				optarg = argv[optind++];
-			if (optarg) {
-				errno = 0;
-				watch = strtod(optarg, &end);
-				if (errno || *end || end == optarg || !(watch >= 0.1 && watch <= 3600))
-					return die(EXIT_USAGE, "--watch: '%s' is not 0.1..3600 seconds",
-						   optarg);
-			}
-			break;
-		case O_HELP:
-			status_usage(stdout);
-			return 0;
-		default:
-			return bad_option(argc, argv);
-		}
-	}
-	if (optind < argc)
-		return die(EXIT_USAGE, "unexpected argument '%s'", argv[optind]);
-	if (!path)
-		return die(EXIT_USAGE, "--socket is required");
-	if (!watch)
-		return control_request(path, json ? "status json\n" : "status text\n");
-	for (;;) {
-		struct timespec ts = { .tv_sec = (time_t)watch,
-				       .tv_nsec = (long)((watch - (double)(time_t)watch) * 1e9) };
-
-		if (isatty(STDOUT_FILENO))
-			fputs("\033[H\033[2J", stdout); /* home, clear */
-		ret = control_request(path, json ? "status json\n" : "status text\n");
-		if (ret)
-			return ret;
-		fflush(stdout);
-		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-			;
-	}
-}
-
-/* --- maintenance --------------------------------------------------------------- */
-
-static void maintenance_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: brmrctl maintenance on|off --socket PATH --member ID\n"
-		"\n"
-		"Take a member out of I/O (on), or put it back (off), through the control\n"
-		"socket of the client (nbd-brmr --control). While it is out, every write is\n"
-		"recorded as missed by it; when it comes back it takes the dirty maps and\n"
-		"copies what it missed from its peers by itself.\n"
-		"\n"
-		"  --socket PATH  the client's --control socket\n"
-		"  --member ID    the member id (1..%u)\n",
-		RMR_MAX_MEMBER_ID);
-}
-
-static int cmd_maintenance(int argc, char **argv)
-{
-	enum { O_SOCKET = 256, O_MEMBER, O_HELP };
-	static const struct option opts[] = {
-		{ "socket", required_argument, NULL, O_SOCKET },
-		{ "member", required_argument, NULL, O_MEMBER },
-		{ "help", no_argument, NULL, O_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *path = NULL, *onoff;
-	unsigned long id = 0;
-	char cmd[64], *end;
-	int c;
-
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case O_SOCKET:
-			path = optarg;
-			break;
-		case O_MEMBER:
-			errno = 0;
-			id = strtoul(optarg, &end, 10);
-			if (errno || *end || end == optarg || id == 0 || id > RMR_MAX_MEMBER_ID)
-				return die(EXIT_USAGE, "--member: '%s' is not a member id (1..%u)",
-					   optarg, RMR_MAX_MEMBER_ID);
-			break;
-		case O_HELP:
-			maintenance_usage(stdout);
-			return 0;
-		default:
-			return bad_option(argc, argv);
-		}
-	}
-	if (optind >= argc)
-		return die(EXIT_USAGE, "maintenance: say 'on' or 'off'");
-	onoff = argv[optind++];
-	if (strcmp(onoff, "on") && strcmp(onoff, "off"))
-		return die(EXIT_USAGE, "maintenance: '%s' is neither 'on' nor 'off'", onoff);
-	if (optind < argc)
-		return die(EXIT_USAGE, "unexpected argument '%s'", argv[optind]);
-	if (!path)
-		return die(EXIT_USAGE, "--socket is required");
-	if (!id)
-		return die(EXIT_USAGE, "--member is required");
-	snprintf(cmd, sizeof(cmd), "maintenance %s %lu\n", onoff, id);
-	return control_request(path, cmd);
-}
-
-/* --- inspect ------------------------------------------------------------------- */
-
-static void inspect_usage(FILE *f)
-{
-	fprintf(f,
-		"usage: brmrctl inspect --store PATH [--json]\n"
-		"\n"
-		"Read and check a store's superblock (read-only) and print its fields.\n"
-		"\n"
-		"  --store PATH  the store (file or block device)\n"
-		"  --json        one JSON object instead of 'key value' lines\n");
-}
-
-/*
- * The superblock decoder admits only printable ASCII in addresses and
- * [A-Za-z0-9._-] in names, so quotes and backslashes are all there is to
- * escape; paths come from the command line and may hold anything.
- */
-static void json_string(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			printf("\\%c", ch);
-		else if (ch < 0x20)
-			printf("\\u%04x", ch);
-		else
-			putchar(ch);
-	}
-	putchar('"');
-}
-
-static int cmd_inspect(int argc, char **argv)
-{
-	enum { O_STORE = 256, O_JSON, O_HELP };
-	static const struct option opts[] = {
-		{ "store", required_argument, NULL, O_STORE },
-		{ "json", no_argument, NULL, O_JSON },
-		{ "help", no_argument, NULL, O_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct brmr_store_info info = { .size = sizeof(info) };
-	struct brmr_member members[RMR_MAX_MEMBERS];
-	struct brmr_store *s;
-	const char *path = NULL;
-	bool json = false;
-	char why[512] = "", uuid[37];
-	int c, ret, n;
-
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case O_STORE:
-			path = optarg;
-			break;
-		case O_JSON:
-			json = true;
-			break;
-		case O_HELP:
-			inspect_usage(stdout);
-			return 0;
-		default:
-			return bad_option(argc, argv);
-		}
-	}
-	if (optind < argc)
-		return die(EXIT_USAGE, "unexpected argument '%s'", argv[optind]);
-	if (!path)
-		return die(EXIT_USAGE, "--store is required");
-	ret = brmr_store_open(path, &s, why, sizeof(why));
-	if (ret < 0)
-		return die(EXIT_RUNTIME, "store %s: %s", path, why[0] ? why : strerror(-ret));
-	brmr_store_info(s, &info);
-	n = brmr_store_members(s, members, RMR_MAX_MEMBERS);
-	brmr_store_close(s);
-	if (n > RMR_MAX_MEMBERS)
-		n = RMR_MAX_MEMBERS;
-	rmr_uuid_format(&info.pool_uuid, uuid);
-
-	if (json) {
-		printf("{\"store\":");
-		json_string(path);
-		printf(",\"format_version\":%" PRIu32 ",\"pool_name\":\"%s\",\"pool_uuid\":\"%s\""
-		       ",\"pool_size\":%" PRIu64 ",\"chunk_size\":%" PRIu32 ",\"member_id\":%u"
-		       ",\"data_offset\":%" PRIu64 ",\"meta_offset\":%" PRIu64
-		       ",\"meta_size\":%" PRIu64 ",\"map_offset\":%" PRIu64
-		       ",\"map_size\":%" PRIu64 ",\"sequence\":%" PRIu64 ",\"members\":[",
-		       info.format_version, info.pool_name, uuid, info.pool_size, info.chunk_size,
-		       info.member_id, info.data_offset, info.meta_offset, info.meta_size,
-		       info.map_offset, info.map_size, info.sequence);
-		for (int i = 0; i < n; i++) {
-			printf("%s{\"id\":%u,\"addr\":", i ? "," : "", members[i].id);
-			json_string(members[i].addr);
-			putchar('}');
-		}
-		printf("]}\n");
-	} else {
-		printf("store %s\n", path);
-		printf("format_version %" PRIu32 "\n", info.format_version);
-		printf("pool_name %s\n", info.pool_name);
-		printf("pool_uuid %s\n", uuid);
-		printf("pool_size %" PRIu64 "\n", info.pool_size);
-		printf("chunk_size %" PRIu32 "\n", info.chunk_size);
-		printf("member_id %u\n", info.member_id);
-		printf("data_offset %" PRIu64 "\n", info.data_offset);
-		printf("meta_offset %" PRIu64 "\n", info.meta_offset);
-		printf("meta_size %" PRIu64 "\n", info.meta_size);
-		printf("map_offset %" PRIu64 "\n", info.map_offset);
-		printf("map_size %" PRIu64 "\n", info.map_size);
-		printf("sequence %" PRIu64 "\n", info.sequence);
-		printf("members %d\n", n);
-		for (int i = 0; i < n; i++)
-			printf("member %u %s\n", members[i].id, members[i].addr);
-	}
-	return fflush(stdout) == 0 ? 0 : EXIT_RUNTIME;
-}
-
-/* --- main ----------------------------------------------------------------------- */
+/* ---- main -------------------------------------------------------------------- */
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: brmrctl VERB [options]\n"
-		"\n"
-		"  create   format the stores of a new pool\n"
-		"  status   status of a brmr-server or nbd-brmr (control socket)\n"
-		"  maintenance on|off  take a member out of I/O, or put it back\n"
-		"  inspect  print and check a store's superblock\n"
-		"\n"
-		"'brmrctl VERB --help' describes each verb.\n");
+	fprintf(f, "usage: brmrctl VERB [options]\n\n");
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		fprintf(f, "  %-15s %s\n", verbs[i].name, verbs[i].summary);
+	fprintf(f, "\n'brmrctl VERB --help' describes each verb.\n");
 }
 
 int main(int argc, char **argv)
 {
-	static const struct {
-		const char *name;
-		int (*fn)(int argc, char **argv);
-	} verbs[] = {
-		{ "create", cmd_create },
-		{ "status", cmd_status },
-		{ "maintenance", cmd_maintenance },
-		{ "inspect", cmd_inspect },
-	};
+	char names[256] = "";
+	size_t used = 0;
 
-	if (argc < 2)
-		return die(EXIT_USAGE, "missing verb (create, status, maintenance, inspect)");
-	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+			  !strcmp(argv[1], "help"))) {
 		usage(stdout);
 		return 0;
 	}
 	opterr = 0;
-	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+	for (size_t i = 0; argc >= 2 && i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		if (!strcmp(argv[1], verbs[i].name))
 			return verbs[i].fn(argc - 1, argv + 1);
-	return die(EXIT_USAGE, "unknown verb '%s'", argv[1]);
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]) && used < sizeof(names); i++) {
+		int n = snprintf(names + used, sizeof(names) - used, "%s%s", i ? ", " : "",
+				 verbs[i].name);
+
+		if (n > 0)
+			used += (size_t)n;
+	}
+	if (argc < 2)
+		return die(EXIT_USAGE, "missing verb (%s)", names);
+	return die(EXIT_USAGE, "unknown verb '%s' (%s)", argv[1], names);
 }

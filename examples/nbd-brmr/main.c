@@ -8,11 +8,16 @@
  *   for requests in flight, close every connection, brmr_close(), remove
  *   socket/ready/pid files, exit 0. A second signal skips the wait.
  *
+ * The pool may come from a pool file (--config FILE, or --pool NAME alone:
+ * DIR/NAME.conf, see brmr-pool.conf(5)); explicit flags override it.
+ *
  * Exit codes: 0 after a clean shutdown, 1 on a runtime failure, 2 on a
- * usage error.
+ * usage error or a bad pool file.
  */
 #include "nbdb.h"
 #include "nbd_proto.h"
+
+#include <rmr/brmr_config.h>
 
 #include <errno.h>
 #include <getopt.h>
@@ -58,24 +63,36 @@ struct config {
 	const char *pid_file;
 	unsigned queue_depth;
 	unsigned min_legs;
+	bool takeover;
 	bool verbose;
+	bool syslog;
+	struct brmr_config *file; /* the pool file, or NULL */
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: nbd-brmr --pool NAME --member ADDR [--member ADDR ...] [OPTIONS]\n"
+		"       nbd-brmr --config FILE [OPTIONS]\n"
+		"       nbd-brmr --pool NAME [OPTIONS]      (the pool file DIR/NAME.conf)\n"
 		"\n"
 		"Serve the block device of an rmr pool (libbrmr) over NBD.\n"
 		"\n"
 		"Pool:\n"
-		"  -p, --pool NAME          pool name (required)\n"
+		"      --config FILE        a pool file (brmr-pool.conf(5)): pool, members,\n"
+		"                           provider, min_legs, timeouts, NBD socket, control\n"
+		"  -p, --pool NAME          pool name; without --member and --config, the pool\n"
+		"                           file DIR/NAME.conf is read (DIR: $BRMR_CONFIG_DIR or\n"
+		"                           " BRMR_CONFIG_DIR ")\n"
 		"  -m, --member ADDR        member address, repeat per member (1..%d):\n"
 		"                           HOST:PORT of its brmr-server --listen for tcp,\n"
-		"                           a name for shm\n"
+		"                           a name for shm; replaces the file's members\n"
 		"      --provider P         fabric provider: tcp (default), shm, verbs\n"
 		"      --transport T        fabric (default) or mem\n"
 		"      --min-legs N         members that must apply a write (default 1)\n"
+		"      --takeover           take the pool over from the writer that holds it\n"
+		"                           (failover): the members fence the old writer; without\n"
+		"                           it, a pool another live writer holds is refused\n"
 		"\n"
 		"NBD:\n"
 		"  -s, --socket PATH        listen on a unix socket, mode 0600\n"
@@ -87,14 +104,18 @@ static void usage(FILE *f)
 		"                           max %u)\n"
 		"\n"
 		"Operation:\n"
-		"  -c, --control PATH       status socket (mode 0600): send \"status text\" or\n"
-		"                           \"status json\", e.g. with brmrctl status --socket\n"
+		"  -c, --control PATH       control socket (mode 0600): \"status text|json|prometheus\",\n"
+		"                           \"events\", \"events now\", \"maintenance on|off ID\";\n"
+		"                           brmrctl status|metrics|events|maintenance speak it\n"
 		"  -r, --ready-file PATH    once serving, write the NBD URI to PATH (atomically)\n"
 		"  -P, --pid-file PATH      write the process id to PATH\n"
+		"      --syslog             log to syslog (facility daemon) instead of stderr\n"
 		"  -v, --verbose            debug logs (connections, options, refused requests)\n"
 		"  -h, --help               this help\n"
 		"\n"
-		"SIGTERM or SIGINT: stop accepting, finish requests in flight, exit 0.\n",
+		"Flags override the pool file. SIGTERM or SIGINT: stop accepting, finish\n"
+		"requests in flight, exit 0. Exit status 1 on a runtime failure, 2 for a bad\n"
+		"command line or pool file.\n",
 		RMR_MAX_MEMBERS, NBDB_QUEUE_DEPTH_DEFAULT, NBDB_QUEUE_DEPTH_MAX);
 }
 
@@ -151,6 +172,56 @@ static bool valid_pool_name(const char *s)
 	return true;
 }
 
+/*
+ * Fill in from the pool file (--config FILE, or --pool NAME alone) what the
+ * flags did not say. A bad file is a one-line "FILE:LINE: reason", exit 2.
+ */
+static void apply_pool_file(struct config *cfg, const char *path, const char **socket_arg,
+			    const char **control_arg)
+{
+	struct brmr_config *f = calloc(1, sizeof(*f));
+	char err[1280], host[256], port[16];
+
+	if (!f)
+		exit(1);
+	f->size = sizeof(*f);
+	if ((path ? brmr_config_load(path, f, err, sizeof(err))
+		  : brmr_config_load_pool(cfg->pool, f, err, sizeof(err))) < 0) {
+		fprintf(stderr, "nbd-brmr: %s\n", err);
+		free(f);
+		exit(EXIT_USAGE);
+	}
+	cfg->file = f;
+	if (cfg->pool && strcmp(cfg->pool, f->name))
+		usage_error("--pool %s contradicts %s:%u, which is pool '%s'", cfg->pool, f->file,
+			    f->line, f->name);
+	cfg->pool = f->name;
+	if (!cfg->nmembers)
+		for (unsigned i = 0; i < f->nmembers; i++)
+			cfg->members[cfg->nmembers++] = f->members[i].address;
+	if (!cfg->provider)
+		cfg->provider = f->provider;
+	if (!cfg->transport)
+		cfg->transport = f->transport;
+	if (!cfg->min_legs)
+		cfg->min_legs = f->min_legs;
+	if (!*socket_arg && !cfg->tcp) {
+		if (f->client_tcp[0]) {
+			if (nbdb_parse_hostport(f->client_tcp, host, sizeof(host), port,
+						sizeof(port)) < 0) {
+				fprintf(stderr, "nbd-brmr: %s: [client] tcp '%s' is not HOST:PORT\n",
+					f->file, f->client_tcp);
+				exit(EXIT_USAGE);
+			}
+			cfg->tcp = f->client_tcp;
+		} else {
+			*socket_arg = f->client_socket;
+		}
+	}
+	if (!*control_arg)
+		*control_arg = f->client_control;
+}
+
 static void parse_args(int argc, char **argv, struct config *cfg)
 {
 	static const struct option longopts[] = {
@@ -166,11 +237,14 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		{ "pid-file", required_argument, NULL, 'P' },
 		{ "queue-depth", required_argument, NULL, 'q' },
 		{ "min-legs", required_argument, NULL, 'L' },
+		{ "takeover", no_argument, NULL, 'K' },
+		{ "config", required_argument, NULL, 'C' },
+		{ "syslog", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *socket_arg = NULL, *control_arg = NULL;
+	const char *socket_arg = NULL, *control_arg = NULL, *config_arg = NULL;
 	char host[256], port[16];
 	int c;
 
@@ -227,6 +301,15 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		case 'L':
 			cfg->min_legs = parse_uint("--min-legs", optarg, 1, RMR_MAX_MEMBERS);
 			break;
+		case 'K':
+			cfg->takeover = true;
+			break;
+		case 'C':
+			config_arg = optarg;
+			break;
+		case 'S':
+			cfg->syslog = true;
+			break;
 		case 'v':
 			cfg->verbose = true;
 			break;
@@ -247,8 +330,10 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 	}
 	if (optind < argc)
 		usage_error("unexpected argument '%s'", argv[optind]);
+	if (config_arg || (cfg->pool && !cfg->nmembers))
+		apply_pool_file(cfg, config_arg, &socket_arg, &control_arg);
 	if (!cfg->pool)
-		usage_error("--pool is required");
+		usage_error("--pool or --config is required");
 	if (!valid_pool_name(cfg->pool))
 		usage_error("--pool: '%s' is not 1..%d characters of [A-Za-z0-9._-]", cfg->pool,
 			    RMR_NAME_MAX);
@@ -323,6 +408,7 @@ struct runtime {
 	char uri[PATH_MAX + 64];
 	int listen_fd;
 	int control_fd;
+	struct nbdb_control ctl;
 	int sig_fd;
 	bool pid_written, ready_written;
 };
@@ -338,6 +424,7 @@ static void remove_files(struct runtime *rt)
 	if (rt->control_fd >= 0) {
 		close(rt->control_fd);
 		rt->control_fd = -1;
+		rt->ctl.lfd = -1;
 		unlink(rt->cfg.control_path);
 	}
 	if (rt->ready_written)
@@ -384,10 +471,10 @@ static void shutdown_server(struct runtime *rt)
 	/* 3. Wait for requests in flight; the control socket still answers. */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (nbdb_server_busy(&rt->srv) > 0) {
-		struct pollfd pfd[2] = {
+		struct pollfd pfd[1 + NBDB_CONTROL_POLLFDS] = {
 			{ .fd = rt->sig_fd, .events = POLLIN },
-			{ .fd = rt->control_fd, .events = POLLIN },
 		};
+		unsigned n = 1 + nbdb_control_pollfds(&rt->ctl, pfd + 1);
 
 		if (elapsed_ms(&t0) > DRAIN_TIMEOUT_MS) {
 			nbdb_log(NBDB_WARN, "requests still in flight after %d ms, closing anyway",
@@ -395,14 +482,13 @@ static void shutdown_server(struct runtime *rt)
 			force = true;
 			break;
 		}
-		if (poll(pfd, 2, 10) > 0) {
+		if (poll(pfd, n, 10) > 0) {
 			if ((pfd[0].revents & POLLIN) && read_signal(rt->sig_fd)) {
 				nbdb_log(NBDB_NOTICE, "second signal: closing connections now");
 				force = true;
 				break;
 			}
-			if (pfd[1].revents & POLLIN)
-				nbdb_control_serve(rt->control_fd, rt->dev);
+			nbdb_control_handle(&rt->ctl, pfd + 1, n - 1);
 		}
 	}
 
@@ -425,13 +511,13 @@ static int run(struct runtime *rt)
 	int sig;
 
 	for (;;) {
-		struct pollfd pfd[3] = {
+		struct pollfd pfd[2 + NBDB_CONTROL_POLLFDS] = {
 			{ .fd = rt->sig_fd, .events = POLLIN },
 			{ .fd = rt->listen_fd, .events = POLLIN },
-			{ .fd = rt->control_fd, .events = POLLIN }, /* -1: ignored */
 		};
+		unsigned n = 2 + nbdb_control_pollfds(&rt->ctl, pfd + 2);
 
-		if (poll(pfd, 3, -1) < 0) {
+		if (poll(pfd, n, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			nbdb_log(NBDB_ERR, "poll: %s", strerror(errno));
@@ -455,32 +541,9 @@ static int run(struct runtime *rt)
 				poll(NULL, 0, 100);
 			}
 		}
-		if (pfd[2].revents & POLLIN)
-			nbdb_control_serve(rt->control_fd, rt->dev);
+		nbdb_control_handle(&rt->ctl, pfd + 2, n - 2);
 	}
 }
-
-/* Recovery as the client sees it (librmr's event loop): one log line each. */
-static void on_dirty_tracking(void *priv, uint16_t member_id, bool tracking)
-{
-	(void)priv;
-	nbdb_log(NBDB_NOTICE, "member %u %s", member_id,
-		 tracking ? "misses writes: the others track its chunks"
-			  : "took the dirty maps and resyncs from its peers");
-}
-
-static void on_map_update(void *priv, uint16_t member_id, uint16_t source_id, int status)
-{
-	(void)priv;
-	nbdb_log(status ? NBDB_WARN : NBDB_NOTICE, "member %u: map update from member %u %s%s",
-		 member_id, source_id, status ? "failed: " : "done", status ? strerror(-status) : "");
-}
-
-static const struct rmr_client_ops client_ops = {
-	.size = sizeof(client_ops),
-	.dirty_tracking = on_dirty_tracking,
-	.map_update = on_map_update,
-};
 
 int main(int argc, char **argv)
 {
@@ -493,7 +556,7 @@ int main(int argc, char **argv)
 	int rc, status = 1;
 
 	parse_args(argc, argv, cfg);
-	nbdb_log_init(cfg->pool, cfg->verbose);
+	nbdb_log_init(cfg->pool, cfg->verbose, cfg->syslog);
 
 	/* Signals: SIGPIPE ignored (sends use MSG_NOSIGNAL as well);
 	 * SIGTERM/SIGINT blocked in every thread, librmr's included (they
@@ -520,6 +583,11 @@ int main(int argc, char **argv)
 		rt->pid_written = true;
 	}
 
+	rc = nbdb_control_init(&rt->ctl, cfg->pool, cfg->members, cfg->nmembers);
+	if (rc < 0) {
+		nbdb_log(NBDB_ERR, "event stream: %s", strerror(-rc));
+		goto out;
+	}
 	rmr_log_set_sink(nbdb_log_rmr_sink, NULL, cfg->verbose ? RMR_LOG_DEBUG : RMR_LOG_INFO);
 	memset(&o, 0, sizeof(o));
 	o.size = sizeof(o);
@@ -529,10 +597,22 @@ int main(int argc, char **argv)
 	o.nmembers = cfg->nmembers;
 	o.members = cfg->members;
 	o.min_legs = cfg->min_legs;
-	o.ops = &client_ops;
+	o.takeover = cfg->takeover;
+	if (cfg->file) {
+		/* The members must be of this pool, not just of this name. */
+		o.pool_uuid = &cfg->file->uuid;
+		o.queue_depth = cfg->file->queue_depth;
+		o.heartbeat_ms = cfg->file->heartbeat_ms;
+		o.failure_timeout_ms = cfg->file->failure_timeout_ms;
+		o.request_timeout_ms = cfg->file->request_timeout_ms;
+	}
+	o.ops = &nbdb_client_ops;
+	o.priv = &rt->ctl;
 	rc = brmr_open(&o, &rt->dev);
 	if (rc < 0) {
-		nbdb_log(NBDB_ERR, "cannot open the pool: %s", strerror(-rc));
+		nbdb_log(NBDB_ERR, "cannot open the pool: %s", rc == -EBUSY ?
+			 "another writer holds it (stop it, or take over with --takeover)" :
+			 rc == -ESTALE ? "a newer writer fenced this one" : strerror(-rc));
 		goto out;
 	}
 
@@ -564,6 +644,7 @@ int main(int argc, char **argv)
 			nbdb_log(NBDB_ERR, "control socket: %s", why);
 			goto out_close;
 		}
+		nbdb_control_start(&rt->ctl, rt->control_fd, rt->dev, cfg->control_path);
 	}
 	if (cfg->ready_file) {
 		rc = write_file_atomic(cfg->ready_file, rt->uri);
@@ -589,8 +670,11 @@ out_close:
 		nbdb_log(NBDB_NOTICE, "stopped");
 out:
 	remove_files(rt);
+	/* After brmr_close(): no event callback runs any more. */
+	nbdb_control_destroy(&rt->ctl);
 	close(rt->sig_fd);
 	free(cfg->socket_path);
 	free(cfg->control_path);
+	free(cfg->file);
 	return status;
 }

@@ -14,6 +14,7 @@
 
 #include <rmr/brmr.h>
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -54,12 +55,16 @@ enum nbdb_log_level {
 	NBDB_DEBUG = 7,
 };
 
-/* Set the prefix ("nbd-brmr pool=NAME: ") and the verbosity. */
-void nbdb_log_init(const char *pool, bool verbose);
+/* Set the identity (pool=NAME member=-), the verbosity and the sink
+ * (stderr, or syslog). */
+void nbdb_log_init(const char *pool, bool verbose, bool use_syslog);
 bool nbdb_log_verbose(void);
-/* One line to stderr; lines above NBDB_INFO only with --verbose. */
+/* One line; lines above NBDB_INFO only with --verbose. */
 void nbdb_log(enum nbdb_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* One line about member @p member (its member=ID instead of member=-). */
+void nbdb_log_member(enum nbdb_log_level level, unsigned member, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* librmr's log sink, so its lines carry the same prefix. */
 void nbdb_log_rmr_sink(void *ctx, enum rmr_log_level level, const char *msg);
 
@@ -146,11 +151,39 @@ void nbdb_unix_uri(const char *path, char *uri, size_t urilen);
  * and latency-bound. @return fd or -errno; @p peer describes the client. */
 int nbdb_accept(int lfd, bool tcp, char *peer, size_t peerlen);
 
-/* ---- control socket (control.c) ------------------------------------ */
+/* ---- control socket and events (control.c) ------------------------- */
 
-/* Serve one client of the control socket: read one line ("status text" or
- * "status json"), answer, close. Bounded by short socket timeouts. */
-void nbdb_control_serve(int lfd, struct brmr_dev *dev);
+struct evstream;
+
+/* The control socket (--control) and its event stream. */
+struct nbdb_control {
+	int lfd;                       /* -1 without --control */
+	struct brmr_dev *dev;          /* set once the pool is open */
+	const char *pool;
+	const char *const *members;    /* member addresses, in open order */
+	unsigned nmembers;
+	struct evstream *ev;
+};
+
+/* librmr's client events: a log line and an event each; priv is the
+ * nbdb_control. */
+extern const struct rmr_client_ops nbdb_client_ops;
+
+/* Prepare the event stream. @return 0 or -errno. */
+int nbdb_control_init(struct nbdb_control *ctl, const char *pool, const char *const *members,
+		      unsigned nmembers);
+/* Serve the control socket @p lfd (bound at @p path) for @p dev. */
+void nbdb_control_start(struct nbdb_control *ctl, int lfd, struct brmr_dev *dev, const char *path);
+/* Entries for poll(2): the control socket and its listeners (room for
+ * NBDB_CONTROL_POLLFDS). @return the entries used. */
+#define NBDB_CONTROL_POLLFDS 18
+unsigned nbdb_control_pollfds(struct nbdb_control *ctl, struct pollfd *pfd);
+/* Act on the results of the entries nbdb_control_pollfds() filled: serve a
+ * new client ("status text|json|prometheus", "maintenance on|off ID",
+ * "events", "events now"), write to and drop listeners. */
+void nbdb_control_handle(struct nbdb_control *ctl, const struct pollfd *pfd, unsigned n);
+/* Close every listener and free the event stream (not the socket). */
+void nbdb_control_destroy(struct nbdb_control *ctl);
 
 /* ---- errors --------------------------------------------------------- */
 

@@ -57,12 +57,13 @@ s = json.dumps(d)
 assert "data_offset" in s, "no data_offset in inspect --json"
 assert d["map_offset"] >= d["meta_offset"] + d["meta_size"], "map area overlaps the metadata"
 assert d["map_offset"] % 4096 == 0 and d["map_size"] % 4096 == 0, "map area not 4K aligned"
-# 128 MiB in 128 KiB chunks: 1024 chunks, 128 bytes a bitmap, 4 KiB each for 16 members.
-assert d["map_size"] == 16 * 4096, "map_size %d" % d["map_size"]
+# 128 MiB in 128 KiB chunks: 1024 chunks, 128 bytes a bitmap, 4 KiB for each of the
+# 63 possible member ids, then the activity log.
+assert d["map_size"] == 63 * 4096 + 2 * 32768, "map_size %d" % d["map_size"]
 assert d["data_offset"] >= d["map_offset"] + d["map_size"], "data overlaps the map area"
 ' || fail "brmrctl inspect --json is not valid or its layout is wrong"
 grep -qx "map_offset [0-9]*" "$WORK/inspect.txt" || fail "no map_offset in brmrctl inspect"
-grep -qx "map_size 65536" "$WORK/inspect.txt" || fail "no map_size 65536 in brmrctl inspect"
+grep -qx "map_size 323584" "$WORK/inspect.txt" || fail "no map_size 323584 in brmrctl inspect"
 
 # expect_error DESC CMD...: non-zero exit (not a crash, not a timeout) and
 # a one-line error on stderr (a second line may only point at --help).
