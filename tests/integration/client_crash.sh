@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# client_crash: SIGKILL nbd-brmr in the middle of a verified fio random-write
+# run, start it again, and check that
+#  - the members reconcile before any I/O (the last writer exited uncleanly:
+#    the source's activity log becomes dirty marks for the others, each
+#    other member adds its own), and end byte-identical;
+#  - every write fio saw acknowledged reads back intact: fio replays the run
+#    from its saved verify state, and no block that differs is one whose
+#    write completed (fio's per-request completion log, --write_lat_log);
+#    only writes in flight when the client died may have either content.
+# Round 2 does the same and also SIGKILLs member 3 before the client comes
+# back; member 3 returns later and converges too.
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+need fio
+need_bins
+
+pool_up --members 3 --size 256M
+
+writes_of() { member_field "$1" writes; }
+writes_at_least() { local n; n=$(writes_of "$1") && [[ -n $n ]] && ((n >= $2)); }
+
+# fio_args NAME OFFSET: one 64 MiB random-write job with crc32c headers.
+fio_args() {
+	echo --name="$1" --ioengine=nbd --uri="$URI" --rw=randwrite --bs=4k --iodepth=32 \
+		--offset="$2" --size=64M --randrepeat=1 --verify=crc32c
+}
+
+# crash_writes NAME OFFSET: run the job, SIGKILL the client in its middle.
+# Leaves the offsets of the writes that failed in $WORK/NAME.failed.
+crash_writes() {
+	local name=$1 off=$2 base fio before
+	before=$(writes_of 1)
+	# shellcheck disable=SC2046 # fio_args is a word list
+	fio $(fio_args "$name" "$off") --rate_iops=3000 --do_verify=0 --verify_state_save=1 \
+		--write_lat_log="$WORK/$name" --log_offset=1 >"$WORK/$name.write.out" 2>&1 &
+	fio=$!
+	wait_for 60 writes_at_least 1 $((before + 4000)) || fail "$name: writes did not start"
+	pid_alive "$fio" || fail "$name: fio ended before the kill; the test would prove nothing"
+	"$POOL" kill --dir "$PDIR" client
+	wait "$fio" && fail "$name: fio did not notice the client's death"
+	# Writes that completed with an error; those still in flight when fio
+	# gave up are in its verify state, and it skips them.
+	{ grep -o 'write offset=[0-9]*' "$WORK/$name.write.out" || true; } | cut -d= -f2 | sort -u \
+		>"$WORK/$name.failed"
+	base=$(wc -l <"$WORK/$name.failed")
+	log "$name: client killed; fio saw $base writes fail (never acknowledged)"
+	[[ -s $WORK/local-$name-0-verify.state ]] || fail "$name: fio saved no verify state"
+}
+
+# verify_acked NAME OFFSET: every acknowledged write of the job reads back.
+verify_acked() {
+	local name=$1 off=$2
+	# shellcheck disable=SC2046 # fio_args is a word list
+	fio $(fio_args "$name" "$off") --verify_only=1 --verify_state_load=1 --verify_state_save=0 --verify_fatal=0 \
+		--verify_dump=0 --output-format=json --output="$WORK/$name.verify.json" \
+		>"$WORK/$name.verify.out" 2>&1 || true
+	"$PY" - "$WORK/$name.verify.json" "$WORK/$name.verify.out" "$WORK/${name}_clat.1.log" <<'EOF' ||
+import json, re, sys
+text = open(sys.argv[1]).read()
+job = json.loads(text[text.index("{"):])["jobs"][0]
+bad = {int(m) for m in re.findall(r"verify: bad .* offset (\d+), length", open(sys.argv[2]).read())}
+# time, latency, direction, block size, offset: one line per completed write
+acked = set()
+for line in open(sys.argv[3]):
+    f = [x.strip() for x in line.split(",")]
+    if len(f) >= 5 and f[2] == "1":
+        acked.add(int(f[4]))
+reads = job["read"]["total_ios"]
+if reads < 4000 or len(acked) < 4000:
+    sys.exit("only %d blocks verified, %d writes acknowledged" % (reads, len(acked)))
+lost = sorted(bad & acked)
+if lost:
+    sys.exit("%d acknowledged writes did not read back, e.g. at %s" % (len(lost), lost[:5]))
+print("%d blocks verified, %d writes acknowledged; %d differ, none of them acknowledged"
+      % (reads, len(acked), len(bad)))
+EOF
+		fail "$name: an acknowledged write was lost"
+}
+
+log "round 1: the client dies under fio"
+crash_writes crash1 0
+"$POOL" start --dir "$PDIR" client
+URI=$("$POOL" uri --dir "$PDIR")
+grep -q "exited uncleanly" "$PDIR"/m*.log || fail "no member reconciled the crashed writer's activity log"
+grep -q "members converge on this one" "$PDIR/client.log" ||
+	fail "the new client did not reconcile the members before I/O"
+verify_acked crash1 0
+wait_for 60 healed 3 || fail "the pool did not heal after the client crash"
+"$POOL" compare --dir "$PDIR" 1 2 3 || fail "members differ after the client crash"
+for id in 1 2 3; do
+	[[ $(member_field "$id" resync_bytes) == 0 ]] || fail "the client carried resync bytes"
+done
+
+log "round 2: the client dies under fio, then member 3 dies too"
+crash_writes crash2 64M
+"$POOL" kill --dir "$PDIR" 3
+"$POOL" start --dir "$PDIR" client
+URI=$("$POOL" uri --dir "$PDIR")
+verify_acked crash2 64M
+"$POOL" start --dir "$PDIR" 3
+wait_for 60 healed 3 || fail "the pool did not heal after member 3 came back"
+"$POOL" compare --dir "$PDIR" 1 2 3 || fail "members differ after the client and member 3 crashed"
+verify_acked crash1 0
+log "ok"
