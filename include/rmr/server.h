@@ -329,6 +329,7 @@ struct rmr_server_pool_status {
 	uint64_t verify_mismatches;   /**< chunks found different on at least one peer */
 	uint64_t verify_repaired;     /**< of those, chunks marked dirty for resync */
 	uint64_t verify_skipped;      /**< chunk comparisons skipped: a side is known to miss it */
+	uint64_t verify_eta_s;        /**< while it runs: seconds left at its rate so far (0: unknown) */
 	uint32_t verify_nfound;       /**< entries used in @c verify_found */
 	uint64_t verify_found[RMR_VERIFY_FOUND_MAX];      /**< chunks found different */
 	uint64_t verify_found_ids[RMR_VERIFY_FOUND_MAX];  /**< for each, the members (bit n = id n) that differ */

@@ -209,10 +209,10 @@ static void put_verify_json(struct out *o, const struct rmr_server_pool_status *
 {
 	put(o, ",\"verify\":{\"running\":%s,\"repair\":%s,\"done\":%" PRIu64
 	       ",\"total\":%" PRIu64 ",\"mismatches\":%" PRIu64 ",\"repaired\":%" PRIu64
-	       ",\"skipped\":%" PRIu64 ",\"found\":[",
+	       ",\"skipped\":%" PRIu64 ",\"eta_s\":%" PRIu64 ",\"found\":[",
 	    p->verify_running ? "true" : "false", p->verify_repair ? "true" : "false",
 	    p->verify_done, p->verify_total, p->verify_mismatches, p->verify_repaired,
-	    p->verify_skipped);
+	    p->verify_skipped, p->verify_eta_s);
 	for (uint32_t i = 0; i < p->verify_nfound && i < RMR_VERIFY_FOUND_MAX; i++) {
 		put(o, "%s{\"chunk\":%" PRIu64 ",\"members\":[", i ? "," : "",
 		    p->verify_found[i]);
@@ -224,16 +224,33 @@ static void put_verify_json(struct out *o, const struct rmr_server_pool_status *
 	put(o, "]}");
 }
 
-/* "  verify: 300/1024 chunks, 2 differ, 2 repaired": once a verify ran. */
+/* "[#####---------------] ": @done of @total as a bar for --watch. */
+static void put_bar(struct out *o, uint64_t done, uint64_t total)
+{
+	enum { WIDTH = 20 };
+	unsigned full = total ? (unsigned)(done * WIDTH / total) : 0;
+	char bar[WIDTH + 1];
+
+	for (unsigned i = 0; i < WIDTH; i++)
+		bar[i] = i < full ? '#' : '-';
+	bar[WIDTH] = '\0';
+	put(o, "[%s] ", bar);
+}
+
+/* "  verify: [##------] 300/1024 chunks (29%), 2 differ, 2 repaired, ETA 4 s": once one ran. */
 static void put_verify_line(struct out *o, const struct rmr_server_pool_status *p)
 {
 	if (!p->verify_total)
 		return;
-	put(o, "  verify: %" PRIu64 "/%" PRIu64 " chunks (%" PRIu64 "%%), %" PRIu64 " differ",
+	put(o, "  verify: ");
+	put_bar(o, p->verify_done, p->verify_total);
+	put(o, "%" PRIu64 "/%" PRIu64 " chunks (%" PRIu64 "%%), %" PRIu64 " differ",
 	    p->verify_done, p->verify_total, p->verify_done * 100 / p->verify_total,
 	    p->verify_mismatches);
 	if (p->verify_repair)
 		put(o, ", %" PRIu64 " repaired", p->verify_repaired);
+	if (p->verify_running && p->verify_eta_s)
+		put(o, ", ETA %" PRIu64 " s", p->verify_eta_s);
 	put(o, "%s\n", p->verify_running ? ", running" : "");
 	for (uint32_t i = 0; i < p->verify_nfound && i < RMR_VERIFY_FOUND_MAX; i++) {
 		char ids[128];
@@ -244,7 +261,7 @@ static void put_verify_line(struct out *o, const struct rmr_server_pool_status *
 	}
 }
 
-/* "  resync: 120/500 chunks (24%), 35.2 MiB/s, ETA 11 s": only while there is one. */
+/* "  resync: [####----] 120/500 chunks (24%), 35.2 MiB/s, ETA 11 s": only while there is one. */
 static void put_resync_line(struct out *o, const struct rmr_server_pool_status *p)
 {
 	char rate[32], copied[32];
@@ -255,7 +272,9 @@ static void put_resync_line(struct out *o, const struct rmr_server_pool_status *
 	pct = p->resync_done * 100 / p->resync_total;
 	human_bytes(p->resync_bps, rate, sizeof(rate));
 	human_bytes(p->resync_bytes, copied, sizeof(copied));
-	put(o, "  resync: %" PRIu64 "/%" PRIu64 " chunks (%" PRIu64 "%%), %s copied, %s/s",
+	put(o, "  resync: ");
+	put_bar(o, p->resync_done, p->resync_total);
+	put(o, "%" PRIu64 "/%" PRIu64 " chunks (%" PRIu64 "%%), %s copied, %s/s",
 	    p->resync_done, p->resync_total, pct, copied, rate);
 	if (p->resync_eta_s)
 		put(o, ", ETA %" PRIu64 " s", p->resync_eta_s);

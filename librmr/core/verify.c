@@ -39,6 +39,7 @@ struct verify {
 	uint32_t nfound;
 	uint64_t found[RMR_VERIFY_FOUND_MAX], found_ids[RMR_VERIFY_FOUND_MAX];
 	uint64_t progress_ns;
+	uint64_t started_ns;
 
 	/* The batch in flight: chunks [b_first, b_first + b_count) asked of b_asked. */
 	bool b_busy;
@@ -396,7 +397,7 @@ int verify_start(struct srv_pool *p, const struct rmr_verify_opts *o)
 	v->repair = o->repair;
 	v->first = v->cursor = o->first_chunk;
 	v->end = o->first_chunk + count;
-	v->progress_ns = loop_now(p->srv->loop);
+	v->progress_ns = v->started_ns = loop_now(p->srv->loop);
 	log_notice("pool=%s member=%u: verify of chunks %llu..%llu started%s", p->name,
 		   p->params.member_id, (unsigned long long)v->first,
 		   (unsigned long long)(v->end - 1), v->repair ? ", repairing what differs" : "");
@@ -439,6 +440,12 @@ void verify_status(const struct srv_pool *p, struct rmr_server_pool_status *ps)
 	ps->verify_repaired = v->repaired;
 	ps->verify_skipped = v->skipped;
 	ps->verify_nfound = v->nfound;
+	if (v->running && v->done) {
+		uint64_t elapsed = loop_now(p->srv->loop) - v->started_ns;
+
+		ps->verify_eta_s = (uint64_t)((double)elapsed * (double)(ps->verify_total - v->done) /
+					      (double)v->done / 1e9);
+	}
 	memcpy(ps->verify_found, v->found, sizeof(v->found));
 	memcpy(ps->verify_found_ids, v->found_ids, sizeof(v->found_ids));
 }

@@ -276,6 +276,34 @@ START_TEST(short_buffers)
 }
 END_TEST
 
+/* The member's text: a progress bar for a resync and a verify, the chunks a verify found. */
+START_TEST(server_text_bars)
+{
+	struct rmr_server_pool_status *p;
+	int n;
+
+	fill_server();
+	p = &sst.pools[0];
+	p->verify_running = true;
+	p->verify_total = 40;
+	p->verify_done = 30;
+	p->verify_mismatches = 1;
+	p->verify_eta_s = 3;
+	p->verify_nfound = 1;
+	p->verify_found[0] = 17;
+	p->verify_found_ids[0] = (1ull << 2) | (1ull << 3);
+	n = rmr_server_status_format(&sst, RMR_FORMAT_TEXT, out, sizeof(out));
+	ck_assert_int_gt(n, 0);
+	ck_assert_ptr_nonnull(strstr(out, "  resync: [########------------] 4/10 chunks (40%)"));
+	ck_assert_ptr_nonnull(strstr(out, "  verify: [###############-----] 30/40 chunks (75%), 1 differ, ETA 3 s, running\n"));
+	ck_assert_ptr_nonnull(strstr(out, "    chunk 17 differs on members 2,3\n"));
+	n = rmr_server_status_format(&sst, RMR_FORMAT_JSON, out, sizeof(out));
+	ck_assert_int_gt(n, 0);
+	ck_assert_ptr_nonnull(strstr(out, "\"eta_s\":3,\"found\":[{\"chunk\":17,\"members\":[2,3]}]}"));
+	ck_assert_ptr_nonnull(strstr(out, "]},\"peers\":[{\"id\":2,"));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("status");
@@ -284,6 +312,7 @@ int main(void)
 	tcase_add_test(tc, client_prometheus);
 	tcase_add_test(tc, server_prometheus);
 	tcase_add_test(tc, short_buffers);
+	tcase_add_test(tc, server_text_bars);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }
