@@ -938,6 +938,7 @@ int store_pool_params(const struct brmr_store *s, const struct brmr_serve_opts *
 	params->sync_queue_depth = so.sync_queue_depth;
 	params->resync_rate = so.resync_rate;
 	params->replace = so.replace;
+	params->no_activity_log = so.no_activity_log;
 	return 0;
 }
 

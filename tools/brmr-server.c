@@ -66,6 +66,7 @@ struct server_cfg {
 	uint64_t resync_rate;       /* bytes per second, 0 = unlimited */
 	bool have_resync_rate;
 	bool replace;               /* the stores are blank replacements of their members */
+	bool no_activity_log;       /* measurement only (bench/al) */
 	bool verbose;
 	bool syslog;
 };
@@ -104,6 +105,8 @@ static void usage(FILE *f)
 		"                       (brmrctl create on a new disk): every chunk is copied\n"
 		"                       in from the peers while the member serves; refused for\n"
 		"                       a store that has served its pool before\n"
+		"  --no-activity-log    for measurement only (bench/al): keep no activity log, so\n"
+		"                       that a writer crash can leave members silently different\n"
 		"  --syslog             log to syslog (facility daemon) instead of stderr\n"
 		"  --verbose            log debug messages\n"
 		"  --help               show this help\n"
@@ -342,7 +345,7 @@ static int add_pool_file(struct server_cfg *cfg, const char *file, const char *p
 static int parse_args(int argc, char **argv, struct server_cfg *cfg)
 {
 	enum { O_LISTEN = 256, O_STORE, O_PROVIDER, O_TRANSPORT, O_CONTROL, O_READY,
-	       O_PID, O_QD, O_SYNC_QD, O_RESYNC_RATE, O_REPLACE, O_VERBOSE, O_HELP,
+	       O_PID, O_QD, O_SYNC_QD, O_RESYNC_RATE, O_REPLACE, O_NO_AL, O_VERBOSE, O_HELP,
 	       O_CONFIG, O_POOL, O_MEMBER, O_SYSLOG };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
@@ -359,6 +362,7 @@ static int parse_args(int argc, char **argv, struct server_cfg *cfg)
 		{ "sync-queue-depth", required_argument, NULL, O_SYNC_QD },
 		{ "resync-rate", required_argument, NULL, O_RESYNC_RATE },
 		{ "replace", no_argument, NULL, O_REPLACE },
+		{ "no-activity-log", no_argument, NULL, O_NO_AL },
 		{ "syslog", no_argument, NULL, O_SYSLOG },
 		{ "verbose", no_argument, NULL, O_VERBOSE },
 		{ "help", no_argument, NULL, O_HELP },
@@ -440,6 +444,9 @@ static int parse_args(int argc, char **argv, struct server_cfg *cfg)
 			break;
 		case O_REPLACE:
 			cfg->replace = true;
+			break;
+		case O_NO_AL:
+			cfg->no_activity_log = true;
 			break;
 		case O_SYSLOG:
 			cfg->syslog = true;
@@ -638,6 +645,7 @@ int main(int argc, char **argv)
 			.resync_rate = cfg.have_resync_rate || !sv->conf ? cfg.resync_rate
 				       : sv->conf->resync_rate,
 			.replace = cfg.replace,
+			.no_activity_log = cfg.no_activity_log,
 		};
 		char uuid[37];
 

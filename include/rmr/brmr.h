@@ -201,6 +201,7 @@ struct brmr_serve_opts {
 	unsigned sync_queue_depth;    /**< resync pieces in flight (default 32, max 256) */
 	uint64_t resync_rate;         /**< resync bytes per second, 0 = unlimited */
 	bool replace;                 /**< a blank replacement member: see rmr_pool_params.replace */
+	bool no_activity_log;         /**< measurement only: see rmr_pool_params.no_activity_log */
 };
 
 /**

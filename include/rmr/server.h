@@ -209,6 +209,12 @@ struct rmr_pool_params {
 	 * for a store that never served the pool (-EEXIST otherwise).
 	 */
 	bool replace;
+	/**
+	 * For measurement only (bench/al): keep no activity log. A crash of
+	 * the writer can then leave members different with nobody knowing
+	 * where; never set it on a pool that holds data.
+	 */
+	bool no_activity_log;
 };
 
 /**

@@ -544,6 +544,8 @@ int pool_al_note(struct srv_pool *p, uint64_t writer, uint32_t slot, uint64_t ad
 	uint64_t first, count;
 	int ret;
 
+	if (p->params.no_activity_log)
+		return 0; /* measurement only: see rmr_pool_params */
 	if (p->al->writer != writer) {
 		if (p->al->n && p->al_reconciled_for != writer) {
 			log_err("pool=%s member=%u: refusing a write: the activity log of writer %016llx was never reconciled",
