@@ -246,7 +246,12 @@ int control_connect(const char *path, const char *cmd)
  */
 int control_request(const char *path, const char *cmd)
 {
-	struct timeval tv = { .tv_sec = 10 };
+	return control_request_wait(path, cmd, 10);
+}
+
+int control_request_wait(const char *path, const char *cmd, unsigned secs)
+{
+	struct timeval tv = { .tv_sec = secs };
 	char buf[8192];
 	size_t got = 0;
 	int fd = control_connect(path, cmd);

@@ -86,6 +86,8 @@ int ctl_target_socket(const struct ctl_target *t, char *path, size_t len);
 /* Send @p cmd (one line) and copy the answer to stdout. An "error: ..."
  * answer becomes our one-line error. @return the exit status. */
 int control_request(const char *path, const char *cmd);
+/* The same, waiting up to @p secs for the answer (a change that takes time). */
+int control_request_wait(const char *path, const char *cmd, unsigned secs);
 /* Connect to @p path and send @p cmd. @return the socket, or -(exit status)
  * after a one-line error. */
 int control_connect(const char *path, const char *cmd);

@@ -101,7 +101,8 @@ static int membership_verb(int argc, char **argv, bool add)
 			 addr ? addr : "");
 	else
 		snprintf(cmd, sizeof(cmd), "remove-member %u%s\n", id, detach ? " detach" : "");
-	return control_request(path, cmd);
+	/* The client holds writes, then every member records the change: allow time. */
+	return control_request_wait(path, cmd, 120);
 }
 
 int cmd_add_member(int argc, char **argv)

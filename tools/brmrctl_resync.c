@@ -60,6 +60,9 @@ static int send_action(const struct ctl_target *t, const char *what, const char 
 
 	if (ret)
 		return ret;
+	/* With --pool NAME the pool file names the pool: act on that one. */
+	if (!name)
+		name = t->pool;
 	snprintf(cmd, sizeof(cmd), "%s%s%s\n", what, name ? " " : "", name ? name : "");
 	return control_request(path, cmd);
 }

@@ -319,8 +319,8 @@ static void answer_action(struct server_ctl *ctl, char *args, bool verify, char 
 		}
 	} else if (!verify && !strcmp(what, "rate")) {
 		errno = 0;
-		if (n < 2 || !*words[1] || (rate = strtoull(words[1], &end, 10), errno || *end) ||
-		    n > 3) {
+		if (n < 2 || !*words[1] || words[1][0] == '-' ||
+		    (rate = strtoull(words[1], &end, 10), errno || *end) || n > 3) {
 			snprintf(out, outlen, "error: usage: resync rate BYTES-PER-SECOND [POOL]\n");
 			return;
 		}

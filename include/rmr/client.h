@@ -180,10 +180,14 @@ int rmr_client_set_maintenance(struct rmr_client *c, uint16_t member_id, bool on
  * while I/O goes on. Its brmr-server must serve a store of this pool under
  * that id. Blocks until the members took the change.
  *
+ * Calls are serialised: a second one waits for the first to end. Do not
+ * close the client while one runs.
+ *
  * @return 0; -EINVAL for a bad id or address (a new member needs one);
- *         -EEXIST if it is a member already; -ENOSPC if the pool has
- *         RMR_MAX_MEMBERS members; -EBUSY if another change runs; -EIO if
- *         no member took it; -ESHUTDOWN if the pool is closing or fenced.
+ *         -EEXIST if it is a member already; -EADDRINUSE if another member
+ *         has that address; -ENOSPC if the pool has RMR_MAX_MEMBERS members;
+ *         -EIO if no member took it; -ESHUTDOWN if the pool is closing or
+ *         fenced.
  */
 int rmr_client_add_member(struct rmr_client *c, uint16_t member_id, const char *addr);
 
@@ -199,8 +203,8 @@ int rmr_client_add_member(struct rmr_client *c, uint16_t member_id, const char *
  *
  * @return 0; -EINVAL for a bad id; -ENOENT if it is not a member;
  *         -EALREADY if it is detached already; -EBUSY if no other member is
- *         NORMAL, fewer than min_legs would stay, a remaining member still
- *         copies chunks in, or another change runs; -EIO if no member took
+ *         NORMAL, fewer than min_legs would stay, or a remaining member
+ *         still copies chunks in (or could not say); -EIO if no member took
  *         it; -ESHUTDOWN if the pool is closing or fenced.
  */
 int rmr_client_remove_member(struct rmr_client *c, uint16_t member_id, bool detach);

@@ -275,6 +275,9 @@ void client_try_pulls(struct rmr_client *c)
 		if (m->state == RMR_MEMBER_NORMAL && (!src || m->map_ver > src->map_ver))
 			src = m;
 	}
+	/* A membership change holds the maps still: pulls wait for its end. */
+	if (c->mc.phase != MC_IDLE)
+		return;
 	if (!want || !src || c->closing) {
 		for (unsigned i = 0; want && !src && i < c->nmembers; i++)
 			if (c->members[i].want_pull)
@@ -824,6 +827,7 @@ static void client_free(struct rmr_client *c)
 	free(c->slots);
 	pthread_mutex_destroy(&c->sub_lock);
 	pthread_mutex_destroy(&c->state_lock);
+	pthread_mutex_destroy(&c->mc_call_lock);
 	pthread_cond_destroy(&c->state_cond);
 	free(c);
 }
@@ -850,6 +854,7 @@ RMR_EXPORT int rmr_client_open(const struct rmr_client_opts *opts, struct rmr_cl
 		return -ENOMEM;
 	pthread_mutex_init(&c->sub_lock, NULL);
 	pthread_mutex_init(&c->state_lock, NULL);
+	pthread_mutex_init(&c->mc_call_lock, NULL);
 	pthread_cond_init(&c->state_cond, NULL);
 	if (!rmr_opts_copy(&c->opts, sizeof(c->opts), opts)) {
 		client_free(c);
@@ -964,6 +969,7 @@ static void close_sessions(void *arg)
 
 	for (unsigned i = 0; i < c->nmembers; i++)
 		member_drop_conn(&c->members[i]);
+	client_membership_abort(c);
 }
 
 RMR_EXPORT void rmr_client_close(struct rmr_client *c)

@@ -82,6 +82,7 @@ struct mchange {
 	bool detach;                 /* remove: keep tracking what it misses */
 	struct rmr_membership next;  /* the membership it makes */
 	bool refused;                /* a member said no in the check */
+	unsigned confirmed;          /* members that said yes in the check */
 	unsigned applied;            /* members that took the commit */
 	int result;
 };
@@ -114,6 +115,7 @@ struct member {
 	bool busy;                   /* its last hello was refused: another writer holds the pool */
 	uint64_t membership_ver;     /* the membership version it holds */
 	bool pushing;                /* MEMBERSHIP sent to bring it up to date, no answer yet */
+	uint64_t pushed_ver;         /* the version that push carries */
 	bool mc_waiting;             /* MEMBERSHIP of an operator change sent, no answer yet */
 	uint64_t mc_deadline;        /* ns */
 	uint16_t pull_source;
@@ -141,6 +143,8 @@ struct rmr_client {
 	uint32_t max_io_size;
 	struct rmr_membership membership; /* the newest the members told, or the client made */
 	struct mchange mc;           /* a membership change in progress: writes are held */
+	uint64_t mc_version_used;    /* highest membership version ever proposed */
+	pthread_mutex_t mc_call_lock; /* one membership call at a time (rmr_client_add_member...) */
 
 	uint64_t map_ver;
 	uint64_t missed_ids;         /* member ids known to have missed writes */
@@ -223,6 +227,8 @@ void client_membership_on_rsp(struct member *m, const struct rmr_msg *msg);
 void client_membership_member_lost(struct member *m);
 /* Periodic, and when writes drain: move a change along. */
 void client_membership_step(struct rmr_client *c, uint64_t now);
+/* The client closes: a change still running ends with -ESHUTDOWN. */
+void client_membership_abort(struct rmr_client *c);
 
 /* client_io.c */
 void client_io_drain_submissions(struct rmr_client *c);

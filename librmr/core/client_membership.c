@@ -60,13 +60,15 @@ static struct member *new_entry(struct rmr_client *c, const struct rmr_member_en
 		m->state = RMR_MEMBER_NEW;
 		m->hello.kind = m->heartbeat.kind = m->goodbye.kind = SEND_CTRL;
 		m->pull.kind = m->membership.kind = SEND_CTRL;
-	} else {
-		m->incarnation = 0;
-		m->busy = m->maintenance = m->stale_al = false;
-		member_set_state(m, RMR_MEMBER_NEW, "a new member of the pool");
 	}
 	m->id = e->id;
 	snprintf(m->addr, sizeof(m->addr), "%s", e->addr);
+	if (m->state == RMR_MEMBER_REMOVED) {
+		m->incarnation = 0;
+		m->busy = m->maintenance = m->stale_al = false;
+		m->membership_ver = 0;
+		member_set_state(m, RMR_MEMBER_NEW, "a new member of the pool");
+	}
 	m->resolved = !c->opening;
 	return m;
 }
@@ -129,7 +131,9 @@ static void adopt(struct rmr_client *c, const struct rmr_membership *ms)
 			member_set_state(m, RMR_MEMBER_FAILED, "attached again; reconnecting");
 			snprintf(m->addr, sizeof(m->addr), "%s", e->addr);
 			member_connect(m);
-		} else if (m->id && rmr_addr_known(e->addr) && strcmp(m->addr, e->addr)) {
+		} else if (ms->version && m->id && rmr_addr_known(e->addr) &&
+			   strcmp(m->addr, e->addr)) {
+			/* Version 0 is the formatted list: the address the client dials stays. */
 			snprintf(m->addr, sizeof(m->addr), "%s", e->addr);
 			member_fail(m, "address changed");
 		}
@@ -159,6 +163,8 @@ bool client_membership_hello(struct member *m, const struct rmr_membership *ms)
 		adopt(c, ms);
 	else
 		fill_addresses(c); /* @m has its id now */
+	if (!m->conn)
+		return false; /* adopt() failed it (its address changed): it is dialed again */
 	e = rmr_membership_find(&c->membership, m->id);
 	if (e && !e->detached)
 		return true;
@@ -177,7 +183,12 @@ static int send_membership(struct member *m, const struct rmr_membership *ms, ui
 	struct rmr_msg msg = {
 		.type = RMR_MSG_MEMBERSHIP,
 		.pool_uuid = c->uuid,
-		.map_ver = c->map_ver,
+		/*
+		 * A member that is not NORMAL must not learn the writer's map
+		 * version before it holds the maps (its clears would pass for
+		 * current): it marks a member added under its own version.
+		 */
+		.map_ver = m->state == RMR_MEMBER_NORMAL ? c->map_ver : m->map_ver,
 		.op_flags = flags,
 		.payload_len = (uint32_t)len,
 	};
@@ -200,6 +211,7 @@ bool client_membership_push(struct member *m)
 		return true;
 	}
 	m->pushing = true;
+	m->pushed_ver = c->membership.version;
 	m->mc_deadline = loop_now(c->loop) + c->opts.request_timeout_ms * NS_PER_MS;
 	snprintf(m->reason, sizeof(m->reason), "missed a membership change; taking it");
 	return true;
@@ -228,7 +240,8 @@ static void committed(struct rmr_client *c)
 	struct mchange *mc = &c->mc;
 	struct member *m;
 
-	adopt(c, &mc->next);
+	if (mc->next.version > c->membership.version)
+		adopt(c, &mc->next);
 	m = by_id(c, mc->id);
 	if (mc->add && m) {
 		/* It holds nothing, or what it had before it was detached: it takes the maps. */
@@ -240,6 +253,14 @@ static void committed(struct rmr_client *c)
 		   mc->id, mc->add ? "added" : mc->detach ? "detached" : "removed",
 		   (unsigned long long)mc->next.version, mc->applied);
 	finish(c, 0, NULL);
+	/* Members that answered their hello meanwhile, or were pushed the old one. */
+	for (unsigned i = 0; i < c->nmembers; i++) {
+		struct member *o = &c->members[i];
+
+		if (o->hello_done && !o->mc_waiting && o->state != RMR_MEMBER_DETACHED &&
+		    o->state != RMR_MEMBER_REMOVED)
+			client_membership_push(o);
+	}
 }
 
 /* Send the check or the commit to the members that take part; false if none could. */
@@ -257,7 +278,7 @@ static bool send_phase(struct rmr_client *c)
 		if (m->id == mc->id && !mc->add)
 			continue;
 		if (check ? m->state != RMR_MEMBER_NORMAL
-			  : !m->hello_done || m->state == RMR_MEMBER_DETACHED ||
+			  : !m->hello_done || m->pushing || m->state == RMR_MEMBER_DETACHED ||
 				    m->state == RMR_MEMBER_REMOVED)
 			continue;
 		if (send_membership(m, &mc->next, check ? RMR_MEMBERSHIP_CHECK : 0) < 0) {
@@ -280,7 +301,7 @@ static void phase_done(struct rmr_client *c)
 		if (c->members[i].mc_waiting)
 			return;
 	if (mc->phase == MC_CHECK) {
-		if (mc->refused) {
+		if (mc->refused || !mc->confirmed) {
 			finish(c, -EBUSY, "a remaining member does not hold every chunk yet");
 			return;
 		}
@@ -301,6 +322,10 @@ void client_membership_on_rsp(struct member *m, const struct rmr_msg *msg)
 	struct rmr_client *c = m->c;
 	char why[96];
 
+	if (msg->status == -ESTALE) {
+		client_fence(c, "a member refused the membership: a newer writer holds the pool");
+		return;
+	}
 	if (m->pushing) {
 		m->pushing = false;
 		if (msg->status < 0) {
@@ -308,18 +333,20 @@ void client_membership_on_rsp(struct member *m, const struct rmr_msg *msg)
 			member_fail(m, why);
 			return;
 		}
-		m->membership_ver = c->membership.version;
-		member_admit(m);
+		m->membership_ver = m->pushed_ver;
+		/* A change committed meanwhile: that one too, then admission. */
+		if (!client_membership_push(m))
+			member_admit(m);
 		return;
 	}
 	if (!m->mc_waiting)
 		return;
 	m->mc_waiting = false;
 	if (c->mc.phase == MC_CHECK) {
-		if (msg->status == -EBUSY)
-			c->mc.refused = true;
-		else if (msg->status < 0)
-			member_fail(m, "membership check failed");
+		if (msg->status < 0)
+			c->mc.refused = true; /* -EBUSY: it misses chunks; anything else: unknown */
+		else
+			c->mc.confirmed++;
 	} else if (msg->status < 0) {
 		snprintf(why, sizeof(why), "membership change refused: %s", strerror(-msg->status));
 		member_fail(m, why);
@@ -354,10 +381,20 @@ void client_membership_step(struct rmr_client *c, uint64_t now)
 	}
 	if (mc->phase != MC_DRAIN || client_io_writes_in_flight(c))
 		return;
+	/* A member taking maps must not see the membership change under it. */
+	for (unsigned i = 0; i < c->nmembers; i++)
+		if (c->members[i].pulling || c->members[i].reconciling)
+			return;
 	/* No write in flight: none can miss a member that the change adds or removes. */
 	mc->phase = mc->add ? MC_COMMIT : MC_CHECK;
 	if (!send_phase(c))
 		finish(c, mc->add ? -EIO : -EBUSY, "no member is up to take it");
+}
+
+void client_membership_abort(struct rmr_client *c)
+{
+	if (c->mc.phase != MC_IDLE)
+		finish(c, -ESHUTDOWN, "the client closes");
 }
 
 /* --- public API ---------------------------------------------------------- */
@@ -401,6 +438,12 @@ static void mc_start(void *arg)
 			call->ret = -EINVAL; /* a new member needs an address */
 			return;
 		}
+		/* Two members at one address would be one store twice. */
+		for (unsigned i = 0; call->addr && i < next.n; i++)
+			if (next.m[i].id != call->id && !strcmp(next.m[i].addr, call->addr)) {
+				call->ret = -EADDRINUSE;
+				return;
+			}
 		if (!e) {
 			e = &next.m[next.n++];
 			memset(e, 0, sizeof(*e));
@@ -433,7 +476,9 @@ static void mc_start(void *arg)
 			return;
 		}
 	}
-	next.version = c->membership.version + 1;
+	/* A version once proposed is never proposed again with other contents. */
+	next.version = RMR_MAX(c->membership.version, c->mc_version_used) + 1;
+	c->mc_version_used = next.version;
 	/* The change starts a map version, as a member leaving NORMAL does: members
 	 * added are marked under it, so their maps and clears carry at least it. */
 	c->map_ver++;
@@ -454,9 +499,13 @@ static int membership_change(struct mc_call *call)
 	struct rmr_client *c = call->c;
 	int ret;
 
+	/* One call at a time: a second caller waits for the first one's end. */
+	pthread_mutex_lock(&c->mc_call_lock);
 	loop_call(c->loop, mc_start, call);
-	if (call->ret < 0)
+	if (call->ret < 0) {
+		pthread_mutex_unlock(&c->mc_call_lock);
 		return call->ret;
+	}
 	pthread_mutex_lock(&c->state_lock);
 	while (c->mc.phase != MC_IDLE) {
 		if (loop_sim_active())
@@ -466,6 +515,7 @@ static int membership_change(struct mc_call *call)
 	}
 	ret = c->mc.result;
 	pthread_mutex_unlock(&c->state_lock);
+	pthread_mutex_unlock(&c->mc_call_lock);
 	return ret;
 }
 
@@ -474,7 +524,8 @@ RMR_EXPORT int rmr_client_add_member(struct rmr_client *c, uint16_t member_id, c
 	struct mc_call call = { .c = c, .id = member_id, .addr = addr, .add = true };
 
 	if (!c || !member_id || member_id > RMR_MAX_MEMBER_ID ||
-	    (addr && (!*addr || strlen(addr) > RMR_ADDR_MAX || strpbrk(addr, " \t\n"))))
+	    (addr && (!rmr_addr_known(addr) || strlen(addr) > RMR_ADDR_MAX ||
+		      strpbrk(addr, " \t\n"))))
 		return -EINVAL;
 	return membership_change(&call);
 }

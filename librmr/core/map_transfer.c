@@ -119,7 +119,8 @@ static int pull_apply(struct srv_pool *p)
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
 		struct dirty_map *old = p->maps[id];
 
-		if (id == self || !old)
+		/* A member added while the pull ran has no pulled map: it keeps its own. */
+		if (id == self || !old || !p->pull_maps[id])
 			continue;
 		p->maps[id] = p->pull_maps[id];
 		p->pull_maps[id] = old;

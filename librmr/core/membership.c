@@ -13,8 +13,7 @@
 #include "resync.h"
 #include "server_internal.h"
 
-void membership_from_params(struct srv_pool *p, const struct rmr_pool_params *params,
-			    const char *self_addr)
+void membership_from_params(struct srv_pool *p, const struct rmr_pool_params *params)
 {
 	struct rmr_membership *ms = &p->membership;
 
@@ -26,7 +25,8 @@ void membership_from_params(struct srv_pool *p, const struct rmr_pool_params *pa
 			continue;
 		e = &ms->m[ms->n++];
 		e->id = (uint16_t)id;
-		snprintf(e->addr, sizeof(e->addr), "%s", id == params->member_id ? self_addr : RMR_ADDR_UNKNOWN);
+		/* Its own listen address may be a wildcard: the client fills in the one it dials. */
+		snprintf(e->addr, sizeof(e->addr), "%s", RMR_ADDR_UNKNOWN);
 		for (unsigned i = 0; i < params->npeers; i++)
 			if (params->peers[i].member_id == id)
 				snprintf(e->addr, sizeof(e->addr), "%s", params->peers[i].addr);
@@ -89,6 +89,20 @@ static void forget(struct srv_pool *p, unsigned id)
 	}
 }
 
+/* The same members, flags and addresses (in any order). */
+static bool same_members(const struct rmr_membership *a, const struct rmr_membership *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (unsigned i = 0; i < a->n; i++) {
+		const struct rmr_member_entry *e = rmr_membership_find(b, a->m[i].id);
+
+		if (!e || e->detached != a->m[i].detached || strcmp(e->addr, a->m[i].addr))
+			return false;
+	}
+	return true;
+}
+
 int membership_apply(struct srv_pool *p, const struct rmr_membership *ms, uint64_t map_ver,
 		     bool check)
 {
@@ -107,8 +121,10 @@ int membership_apply(struct srv_pool *p, const struct rmr_membership *ms, uint64
 	if (check)
 		return !p->maps_current || dirty_map_count(pool_own_map(p)) || p->syncing.count
 			       ? -EBUSY : 0;
-	if (ms->version <= p->membership.version)
-		return ms->version == p->membership.version ? 0 : -ESTALE;
+	if (ms->version < p->membership.version)
+		return -ERANGE;
+	if (ms->version == p->membership.version)
+		return same_members(ms, &p->membership) ? 0 : -EEXIST;
 
 	/* The bitmaps of new members first: every chunk dirty, on disk. */
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID && ret == 0; id++) {
@@ -156,7 +172,10 @@ int membership_apply(struct srv_pool *p, const struct rmr_membership *ms, uint64
 		   p->name, p->params.member_id, (unsigned long long)ms->version,
 		   (unsigned long long)after, (unsigned long long)added,
 		   (unsigned long long)removed);
-	ret = membership_sync_peers(p);
+	/* Committed: a peer session that cannot be set up now is not a refusal. */
+	if (membership_sync_peers(p) < 0)
+		log_warn("pool=%s member=%u: cannot open every member-to-member session yet",
+			 p->name, p->params.member_id);
 	resync_kick(p);
-	return ret;
+	return 0;
 }

@@ -25,9 +25,8 @@
 
 struct srv_pool;
 
-/* The formatted membership (version 0): this member at @self_addr, and @params' peers. */
-void membership_from_params(struct srv_pool *p, const struct rmr_pool_params *params,
-			    const char *self_addr);
+/* The formatted membership (version 0): @params' members, with the peers' addresses. */
+void membership_from_params(struct srv_pool *p, const struct rmr_pool_params *params);
 /*
  * Check @ms as a membership for this member: its own id listed and not
  * detached, at most RMR_MAX_MEMBERS members. Returns NULL or a reason.
@@ -36,9 +35,9 @@ const char *membership_invalid(const struct srv_pool *p, const struct rmr_member
 /*
  * A client's MEMBERSHIP. @check: only say whether this member holds every
  * chunk (-EBUSY if not), so that removing another member loses nothing.
- * Otherwise apply @ms if it is newer (0 if it is the current one, -ESTALE
- * if older), under the writer's map version @map_ver (members it adds are
- * marked with it). Returns 0 or -errno.
+ * Otherwise apply @ms if it is newer (0 if it is the current one, -EEXIST
+ * if another membership holds its version, -ERANGE if it is older), under
+ * @map_ver (members it adds are marked with it). Returns 0 or -errno.
  */
 int membership_apply(struct srv_pool *p, const struct rmr_membership *ms, uint64_t map_ver,
 		     bool check);

@@ -736,7 +736,7 @@ int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
 		return -ENOMEM;
 	}
 	al_init(p->al);
-	membership_from_params(p, params, s->listen_addr);
+	membership_from_params(p, params);
 	ret = pool_meta_load(p);
 	/* A map for every member of the (possibly changed) membership. */
 	for (unsigned id = 1; ret == 0 && id <= RMR_MAX_MEMBER_ID; id++) {

@@ -970,6 +970,8 @@ START_TEST(member_added_detached_attached_and_deleted)
 	ck_assert_int_eq(rmr_client_add_member(c, RMR_MAX_MEMBER_ID + 1, "x"), -EINVAL);
 	ck_assert_int_eq(rmr_client_add_member(c, 5, "two words"), -EINVAL);
 	ck_assert_int_eq(rmr_client_add_member(c, 2, members[SPARE].addr), -EEXIST);
+	ck_assert_int_eq(rmr_client_add_member(c, 5, members[0].addr), -EADDRINUSE);
+	ck_assert_int_eq(rmr_client_add_member(c, 5, "?"), -EINVAL); /* "not known" */
 	ck_assert_int_eq(rmr_client_remove_member(c, 7, false), -ENOENT);
 	ck_assert_int_eq(id_state(c, 4), -1);
 
