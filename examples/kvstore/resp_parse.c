@@ -66,6 +66,9 @@ static enum resp_result multibulk(const char *buf, size_t len, const struct resp
 	r = num_line(buf + 1, limit, true, &count, &p);
 	if (r == RESP_BAD)
 		return bad(out, "Protocol error: invalid multibulk length");
+	/* Even the header line counts against the limit (a limit below 22 bytes). */
+	if ((r == RESP_MORE ? len : (size_t)(p - buf)) > lim->max_frame)
+		return too_big(out, "Protocol error: frame larger than the limit");
 	if (r == RESP_MORE)
 		return RESP_MORE;
 	if (count <= 0) {
