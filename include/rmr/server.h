@@ -337,7 +337,7 @@ struct rmr_server_pool_status {
 	uint64_t verify_skipped;      /**< chunk comparisons skipped: a side is known to miss it */
 	uint64_t verify_eta_s;        /**< while it runs: seconds left at its rate so far (0: unknown) */
 	uint32_t verify_nfound;       /**< entries used in @c verify_found */
-	uint64_t verify_found[RMR_VERIFY_FOUND_MAX];      /**< chunks found different */
+	uint64_t verify_found[RMR_VERIFY_FOUND_MAX];      /**< chunks found different (the first ones found, in chunk order) */
 	uint64_t verify_found_ids[RMR_VERIFY_FOUND_MAX];  /**< for each, the members (bit n = id n) that differ */
 	uint64_t map_pulls;           /**< dirty-map updates taken from a peer */
 	uint32_t al_ranges;           /**< activity log: chunk ranges written lately */

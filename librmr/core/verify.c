@@ -215,9 +215,16 @@ static void found(struct srv_pool *p, uint64_t c, uint64_t ids)
 	struct verify *v = p->verify;
 
 	v->mismatches++;
+	/* The first ones found, in chunk order (a retried chunk may count late). */
 	if (v->nfound < RMR_VERIFY_FOUND_MAX) {
-		v->found[v->nfound] = c;
-		v->found_ids[v->nfound++] = ids;
+		uint32_t i = v->nfound++;
+
+		for (; i > 0 && v->found[i - 1] > c; i--) {
+			v->found[i] = v->found[i - 1];
+			v->found_ids[i] = v->found_ids[i - 1];
+		}
+		v->found[i] = c;
+		v->found_ids[i] = ids;
 	}
 	log_warn("pool=%s member=%u: verify: chunk %llu differs on members 0x%llx", p->name,
 		 p->params.member_id, (unsigned long long)c, (unsigned long long)ids);

@@ -53,6 +53,7 @@ if out=$("$BRMRCTL" verify --socket "$M1" 2>&1); then
 fi
 [[ $out == *"runs already"* ]] || fail "unexpected error text: $out"
 wait_for 60 verify_done || fail "the verify did not end"
+# The status lists them in chunk order.
 FOUND=$(server_field 1 '" ".join("%d:%s" % (f["chunk"], ",".join(map(str, f["members"]))) for f in p["verify"]["found"])')
 [[ $FOUND == "3:3 7:3 100:3" ]] || fail "the verify found '$FOUND', expected '3:3 7:3 100:3'"
 [[ $(server_field 1 'p["verify"]["mismatches"]') == 3 ]] || fail "mismatch count is not 3"
