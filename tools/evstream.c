@@ -358,3 +358,11 @@ unsigned evstream_listeners(struct evstream *es)
 	pthread_mutex_unlock(&es->lock);
 	return n;
 }
+
+void evline_put(FILE *f, struct evline *l)
+{
+	const char *line = evline_end(l);
+
+	if (line)
+		fprintf(f, "%s\n", line);
+}

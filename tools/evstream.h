@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 /* Listeners at once; more are refused. */
@@ -49,6 +50,8 @@ void evline_int(struct evline *l, const char *key, long long v);
 void evline_bool(struct evline *l, const char *key, bool v);
 /* Close the object. @return the line (without a newline), or NULL if it overflowed. */
 const char *evline_end(struct evline *l);
+/* Finish @p l and append it, with a newline, to @p f (a snapshot being built). */
+void evline_put(FILE *f, struct evline *l);
 
 /* ---- the listeners --------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* brmr-server's control socket and recovery events (see server_control.h). */
 #include "server_control.h"
+#include "control_line.h"
 #include "daemon_log.h"
 
 #include <errno.h>
@@ -125,15 +126,6 @@ const struct rmr_server_events server_ctl_events = {
 	.verify_progress = ev_verify,
 };
 
-/* Append @p l (and a newline) to the memory stream @p f. */
-static void put_line(FILE *f, struct evline *l)
-{
-	const char *line = evline_end(l);
-
-	if (line)
-		fprintf(f, "%s\n", line);
-}
-
 /*
  * The current state as "exists" lines: per pool its identity, the members
  * it records as having missed writes, and its own resync if one is under
@@ -165,7 +157,7 @@ static char *render_exists(struct server_ctl *ctl, size_t *len)
 		evline_u64(&l, "chunk_size", p->chunk_size);
 		evline_u64(&l, "map_ver", p->map_ver);
 		evline_u64(&l, "sessions", p->sessions);
-		put_line(f, &l);
+		evline_put(f, &l);
 		for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
 			if (!(p->missed_mask & (1ull << id)) && !p->dirty_chunks[id])
 				continue;
@@ -174,7 +166,7 @@ static char *render_exists(struct server_ctl *ctl, size_t *len)
 			evline_u64(&l, "peer", id);
 			evline_bool(&l, "dirty", true);
 			evline_u64(&l, "chunks", p->dirty_chunks[id]);
-			put_line(f, &l);
+			evline_put(f, &l);
 		}
 		if (p->resync_total && (p->resync_done < p->resync_total || p->resync_running)) {
 			evline_begin(&l, ROLE, "exists", "resync", p->name);
@@ -185,7 +177,7 @@ static char *render_exists(struct server_ctl *ctl, size_t *len)
 			evline_bool(&l, "complete", false);
 			evline_bool(&l, "waiting", p->resync_waiting);
 			evline_bool(&l, "paused", p->resync_paused);
-			put_line(f, &l);
+			evline_put(f, &l);
 		}
 		if (p->verify_running) {
 			evline_begin(&l, ROLE, "exists", "verify", p->name);
@@ -193,11 +185,11 @@ static char *render_exists(struct server_ctl *ctl, size_t *len)
 			evline_u64(&l, "done", p->verify_done);
 			evline_u64(&l, "total", p->verify_total);
 			evline_u64(&l, "mismatches", p->verify_mismatches);
-			put_line(f, &l);
+			evline_put(f, &l);
 		}
 	}
 	evline_begin(&l, ROLE, "exists-done", NULL, NULL);
-	put_line(f, &l);
+	evline_put(f, &l);
 	free(st);
 	if (fclose(f) != 0) {
 		free(text);
@@ -380,28 +372,11 @@ static void answer_action(struct server_ctl *ctl, char *args, bool verify, char 
 
 static void serve_one(struct server_ctl *ctl)
 {
-	struct timeval tv = { .tv_sec = CONTROL_TIMEOUT_S };
 	char line[128];
-	size_t len = 0;
-	int fd = accept4(ctl->lfd, NULL, NULL, SOCK_CLOEXEC);
+	int fd = control_accept_line(ctl->lfd, CONTROL_TIMEOUT_S * 1000, line, sizeof(line));
 
 	if (fd < 0)
 		return;
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	while (len < sizeof(line) - 1) {
-		ssize_t n = read(fd, line + len, sizeof(line) - 1 - len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-		if (memchr(line, '\n', len))
-			break;
-	}
-	line[len] = '\0';
-	line[strcspn(line, "\r\n")] = '\0';
 
 	if (!strcmp(line, "status text") || !strcmp(line, "status") ||
 	    !strcmp(line, "status json") || !strcmp(line, "status prometheus")) {

@@ -20,6 +20,7 @@
  * silent client from stalling it, and event listeners never block it.
  */
 #include "nbdb.h"
+#include "../../tools/control_line.h"
 #include "../../tools/evstream.h"
 
 #include <errno.h>
@@ -38,35 +39,6 @@
 #define ROLE "client"
 
 _Static_assert(NBDB_CONTROL_POLLFDS >= EVSTREAM_MAX_LISTENERS + 2, "room for every listener");
-
-/* Read one line (without its end) or what came before end-of-stream.
- * @return length, or -1 if nothing usable arrived. */
-static int read_line(int fd, char *line, size_t size)
-{
-	size_t n = 0;
-
-	while (n + 1 < size) {
-		ssize_t r = recv(fd, line + n, size - 1 - n, 0);
-
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-		if (memchr(line, '\n', n))
-			break;
-	}
-	line[n] = '\0';
-	line[strcspn(line, "\r\n")] = '\0';
-	/* Trailing blanks are forgiven; the command words are not. */
-	n = strlen(line);
-	while (n > 0 && line[n - 1] == ' ')
-		line[--n] = '\0';
-	return (int)n;
-}
 
 static void send_all(int fd, const char *s, size_t n)
 {
@@ -277,14 +249,6 @@ const struct rmr_client_ops nbdb_client_ops = {
 	.map_update = on_map_update,
 };
 
-static void put_line(FILE *f, struct evline *l)
-{
-	const char *line = evline_end(l);
-
-	if (line)
-		fprintf(f, "%s\n", line);
-}
-
 /* The current state as "exists" lines, then "exists-done". @return a
  * malloc'd text, or NULL. */
 static char *render_exists(struct nbdb_control *ctl, size_t *len)
@@ -311,7 +275,7 @@ static char *render_exists(struct nbdb_control *ctl, size_t *len)
 	evline_u64(&l, "map_ver", st->map_ver);
 	evline_u64(&l, "writer_epoch", st->writer_epoch);
 	evline_bool(&l, "fenced", st->fenced);
-	put_line(f, &l);
+	evline_put(f, &l);
 	for (unsigned i = 0; i < st->nmembers && i < RMR_MAX_MEMBERS; i++) {
 		const struct rmr_member_status *m = &st->members[i];
 
@@ -320,7 +284,7 @@ static char *render_exists(struct nbdb_control *ctl, size_t *len)
 		evline_str(&l, "addr", m->addr);
 		evline_str(&l, "state", rmr_member_state_name(m->state));
 		evline_str(&l, "reason", m->reason);
-		put_line(f, &l);
+		evline_put(f, &l);
 	}
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
 		if (!(st->missed_mask & (1ull << id)))
@@ -328,10 +292,10 @@ static char *render_exists(struct nbdb_control *ctl, size_t *len)
 		evline_begin(&l, ROLE, "exists", "dirty_tracking", st->name);
 		evline_u64(&l, "member", id);
 		evline_bool(&l, "tracking", true);
-		put_line(f, &l);
+		evline_put(f, &l);
 	}
 	evline_begin(&l, ROLE, "exists-done", NULL, NULL);
-	put_line(f, &l);
+	evline_put(f, &l);
 	free(st);
 	if (fclose(f) != 0) {
 		free(text);
@@ -374,23 +338,11 @@ static void answer_events(struct nbdb_control *ctl, int fd, bool now)
 
 static void serve_one(struct nbdb_control *ctl)
 {
-	struct timeval tv = {
-		.tv_sec = CONTROL_TIMEOUT_MS / 1000,
-		.tv_usec = (CONTROL_TIMEOUT_MS % 1000) * 1000,
-	};
 	char line[CONTROL_LINE_MAX];
-	int fd;
+	int fd = control_accept_line(ctl->lfd, CONTROL_TIMEOUT_MS, line, sizeof(line));
 
-	fd = accept4(ctl->lfd, NULL, NULL, SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-
-	if (read_line(fd, line, sizeof(line)) < 0) {
-		close(fd);
-		return;
-	}
 	if (strcmp(line, "status text") == 0 || strcmp(line, "status") == 0)
 		answer_status(fd, ctl->dev, RMR_FORMAT_TEXT);
 	else if (strcmp(line, "status json") == 0)

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* One command line from a control-socket client; see control_line.h. */
+#include "control_line.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+/* Read up to the first line end (or end-of-stream). @return 0, or -1 on an error. */
+static int read_line(int fd, char *line, size_t size)
+{
+	size_t n = 0;
+
+	while (n + 1 < size) {
+		ssize_t r = recv(fd, line + n, size - 1 - n, 0);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+		if (memchr(line, '\n', n))
+			break;
+	}
+	line[n] = '\0';
+	line[strcspn(line, "\r\n")] = '\0';
+	/* Trailing blanks are forgiven; the command words are not. */
+	n = strlen(line);
+	while (n > 0 && line[n - 1] == ' ')
+		line[--n] = '\0';
+	return 0;
+}
+
+int control_accept_line(int lfd, unsigned timeout_ms, char *line, size_t size)
+{
+	struct timeval tv = {
+		.tv_sec = timeout_ms / 1000,
+		.tv_usec = (timeout_ms % 1000) * 1000,
+	};
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (size == 0 || read_line(fd, line, size) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
