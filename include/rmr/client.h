@@ -75,6 +75,15 @@ struct rmr_client_opts {
 	 * holds fails with -EBUSY.
 	 */
 	bool takeover;
+	/**
+	 * The pool key, #RMR_KEY_LEN bytes (copied), or NULL. With a key, every
+	 * session starts with a mutual proof of it: a member that does not
+	 * prove it is failed (and counted in rmr_pool_status.auth_refused),
+	 * and a pool whose members hold a key refuses a client without the
+	 * same one. NULL opens sessions without a proof (an open pool, logged
+	 * as a warning once), which only members without a key accept.
+	 */
+	const uint8_t *key;
 };
 
 /**

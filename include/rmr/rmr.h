@@ -36,6 +36,11 @@ extern "C" {
 #define RMR_ADDR_MAX 107
 /** Bytes in a pool UUID. */
 #define RMR_UUID_LEN 16
+/**
+ * Bytes in a pool key: the shared secret whose possession a member or client
+ * proves when it opens a session (rmr_client_opts.key, rmr_pool_params.key).
+ */
+#define RMR_KEY_LEN 32
 
 /** A pool UUID (RFC 4122 layout, random version 4). */
 typedef struct rmr_uuid {
@@ -153,6 +158,12 @@ struct rmr_pool_status {
 	uint64_t writer_epoch;        /**< the writer epoch the members granted this client */
 	uint64_t membership_ver;      /**< version of the pool's membership (0: as formatted) */
 	bool fenced;                  /**< another writer took the pool over: all I/O fails -ESTALE */
+	/**
+	 * Sessions that failed authentication: a member that did not prove
+	 * the pool key (or asked for one this client does not hold), or that
+	 * refused this client's proof.
+	 */
+	uint64_t auth_refused;
 };
 
 /** Output formats of the status formatters. */

@@ -155,6 +155,16 @@ struct rmr_server_events {
 	 */
 	void (*verify_progress)(void *priv, const char *pool, uint64_t done, uint64_t total,
 				uint64_t mismatches);
+	/**
+	 * A session was refused for who it claims to be (counted in
+	 * rmr_server_status.auth_refused): @p pool the pool it asked for (or
+	 * the pool of a member this one dialed; NULL if none matched), @p role
+	 * "client" or "member", @p claimed_id the member id it claimed (0 for
+	 * a client), @p reason one line (no key, wrong key, wrong pool UUID,
+	 * an id that is not another member, an id held by a live session).
+	 */
+	void (*auth_refused)(void *priv, const char *pool, const char *role, uint16_t claimed_id,
+			     const char *reason);
 };
 
 /** Options of rmr_server_create(). Zero means "default" for every number. */
@@ -215,6 +225,19 @@ struct rmr_pool_params {
 	 * where; never set it on a pool that holds data.
 	 */
 	bool no_activity_log;
+	/**
+	 * The pool key, #RMR_KEY_LEN bytes (copied), or NULL. With a key, a
+	 * session from a client or a member is admitted only once it proved
+	 * the key (and the member proves it back); without one or with
+	 * another key, a wrong pool UUID, or a member id that is not another
+	 * member of the pool or is held by a live session of another process,
+	 * it is refused with a logged reason and counted in
+	 * rmr_server_status.auth_refused. The member-to-member sessions this
+	 * member dials prove it too and refuse a peer that does not. NULL
+	 * serves an open pool (logged as a warning once): anyone who reaches
+	 * the listen address may join it.
+	 */
+	const uint8_t *key;
 };
 
 /**
@@ -359,6 +382,13 @@ struct rmr_server_status {
 	uint64_t rejected;                    /**< sessions refused (bad hello, malformed messages) */
 	uint32_t npools;                      /**< entries used in @c pools */
 	struct rmr_server_pool_status pools[RMR_SERVER_MAX_POOLS]; /**< one per served pool */
+	/**
+	 * Sessions refused for who they claim to be, a subset of @c rejected:
+	 * no key or a wrong one, a wrong pool UUID, a member id that is not
+	 * another member or is held by a live session; and member-to-member
+	 * sessions this server dialed whose peer did not prove the key.
+	 */
+	uint64_t auth_refused;
 };
 
 /**

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "client_internal.h"
+#include "auth.h"
 #include "compiler.h"
 #include "log.h"
 #include "member_state.h"
@@ -145,6 +146,8 @@ void member_drop_conn(struct member *m)
 	m->tx_inflight = 0;
 	m->hello.sending = m->heartbeat.sending = m->goodbye.sending = m->pull.sending = false;
 	m->membership.sending = false;
+	m->auth.sending = false;
+	m->authed = false;
 }
 
 static void check_open_done(struct rmr_client *c);
@@ -484,6 +487,73 @@ static bool hello_matches_pool(struct member *m, const struct rmr_msg *msg,
 	return true;
 }
 
+/* A member failed authentication (either way): count it, say why, fail it. */
+static void auth_fail(struct member *m, uint16_t id, const char *why)
+{
+	struct rmr_client *c = m->c;
+
+	c->auth_refused++;
+	log_err("pool=%s addr=%s: refusing member %u: %s", c->name, m->addr, id, why);
+	member_fail(m, "authentication failed");
+}
+
+/* A keyed pool's member proves the key: check it, then prove it back. */
+static void on_challenge(struct member *m, const struct rmr_msg *msg)
+{
+	struct rmr_client *c = m->c;
+	struct rmr_auth_ctx ctx;
+	struct rmr_auth a;
+	struct rmr_msg am = {
+		.type = RMR_MSG_AUTH,
+		.pool_uuid = msg->pool_uuid,
+		.map_ver = c->map_ver,
+		.payload_len = sizeof(struct rmr_wire_auth),
+	};
+	static const rmr_uuid zero;
+	char why[160];
+
+	if (!c->keyed) {
+		auth_fail(m, msg->sender_id, "its pool has a key, this client none");
+		return;
+	}
+	if (rmr_wire_decode_auth(msg, &a, why, sizeof(why)) < 0) {
+		auth_fail(m, msg->sender_id, why);
+		return;
+	}
+	if (msg->sender_id == 0 || (m->id && msg->sender_id != m->id)) {
+		snprintf(why, sizeof(why), "its challenge claims id %u, not %u", msg->sender_id, m->id);
+		auth_fail(m, msg->sender_id, why);
+		return;
+	}
+	if (memcmp(&c->uuid, &zero, sizeof(zero)) &&
+	    memcmp(&c->uuid, &msg->pool_uuid, sizeof(rmr_uuid))) {
+		auth_fail(m, msg->sender_id, "its challenge is for another pool UUID");
+		return;
+	}
+	memset(&ctx, 0, sizeof(ctx));
+	memcpy(ctx.initiator_nonce, m->nonce, RMR_NONCE_LEN);
+	memcpy(ctx.member_nonce, a.nonce, RMR_NONCE_LEN);
+	ctx.pool_uuid = msg->pool_uuid;
+	ctx.role = RMR_ROLE_CLIENT;
+	ctx.initiator_id = 0;
+	ctx.member_id = msg->sender_id;
+	if (!rmr_auth_check(c->key, RMR_AUTH_MEMBER, &ctx, a.proof)) {
+		auth_fail(m, msg->sender_id, "it did not prove the pool key (wrong key)");
+		return;
+	}
+	memset(a.nonce, 0, sizeof(a.nonce));
+	rmr_auth_proof(c->key, RMR_AUTH_INITIATOR, &ctx, a.proof);
+	m->auth.kind = SEND_CTRL;
+	rmr_wire_encode(&m->auth.hdr, &am);
+	rmr_wire_encode_auth(&m->auth.body.auth, &a);
+	if (member_send_ctrl(m, &m->auth, sizeof(struct rmr_wire_auth)) < 0) {
+		member_fail(m, "cannot send auth");
+		return;
+	}
+	m->authed = true;
+	m->auth_id = msg->sender_id;
+}
+
 static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
 {
 	struct rmr_client *c = m->c;
@@ -494,6 +564,14 @@ static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
 		client_fence(c, "a member refused the hello: a newer writer holds the pool");
 		return;
 	}
+	if (msg->status == -EACCES) {
+		c->auth_refused++;
+		log_err("pool=%s addr=%s: the member refused this client's %s", c->name, m->addr,
+			c->keyed ? "proof of the pool key (another key?)"
+				 : "hello: it wants a pool key, this client has none");
+		member_fail(m, "refused: wrong or missing pool key");
+		return;
+	}
 	m->busy = msg->status == -EBUSY;
 	if (msg->status < 0) {
 		snprintf(why, sizeof(why), "refused: %s",
@@ -501,10 +579,18 @@ static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
 		member_fail(m, why);
 		return;
 	}
+	if (c->keyed && !m->authed) {
+		auth_fail(m, msg->sender_id, "it answered without proving the pool key (no key?)");
+		return;
+	}
 	if (rmr_wire_decode_hello_rsp(msg, &h, why, sizeof(why)) < 0 ||
 	    !hello_matches_pool(m, msg, &h, why, sizeof(why))) {
 		log_err("pool=%s addr=%s: hello answer refused: %s", c->name, m->addr, why);
 		member_fail(m, "bad hello answer");
+		return;
+	}
+	if (c->keyed && (h.member_id != m->auth_id || msg->sender_id != m->auth_id)) {
+		auth_fail(m, h.member_id, "it answers as another member than it proved the key for");
 		return;
 	}
 	if (!c->geometry_known) {
@@ -591,6 +677,14 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 		if (!m->hello_done)
 			on_hello_rsp(m, &msg);
 		break;
+	case RMR_MSG_CHALLENGE:
+		if (m->hello_done || m->authed) {
+			log_err("pool=%s member=%u: a second CHALLENGE", c->name, m->id);
+			member_fail(m, "protocol violation");
+			break;
+		}
+		on_challenge(m, &msg);
+		break;
 	case RMR_MSG_HEARTBEAT:
 		break;
 	case RMR_MSG_READ_RSP:
@@ -631,6 +725,7 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 	case RMR_MSG_MAP_MARK:
 	case RMR_MSG_MAP_MARK_RSP:
 	case RMR_MSG_MEMBERSHIP:
+	case RMR_MSG_AUTH:
 		log_err("pool=%s member=%u: unexpected %s from a member", c->name, m->id,
 			rmr_msg_type_name(msg.type));
 		member_fail(m, "protocol violation");
@@ -667,6 +762,11 @@ static void ev_connected(void *ev_ctx, void *conn_ctx, int status)
 	if (m->state == RMR_MEMBER_FAILED)
 		m->reconnects++;
 	snprintf(h.pool_name, sizeof(h.pool_name), "%s", c->name);
+	if (c->keyed) {
+		h.flags |= RMR_HELLO_AUTH;
+		rmr_auth_nonce(m->nonce);
+		memcpy(h.nonce, m->nonce, RMR_NONCE_LEN);
+	}
 	ctrl_encode(c, &m->hello, RMR_MSG_HELLO, sizeof(struct rmr_wire_hello), 0);
 	rmr_wire_encode_hello(&m->hello.body.hello, &h);
 	ret = member_send_ctrl(m, &m->hello, sizeof(struct rmr_wire_hello));
@@ -829,6 +929,7 @@ static void client_free(struct rmr_client *c)
 	pthread_mutex_destroy(&c->state_lock);
 	pthread_mutex_destroy(&c->mc_call_lock);
 	pthread_cond_destroy(&c->state_cond);
+	explicit_bzero(c->key, sizeof(c->key));
 	free(c);
 }
 
@@ -868,6 +969,18 @@ RMR_EXPORT int rmr_client_open(const struct rmr_client_opts *opts, struct rmr_cl
 	if (c->opts.ops)
 		rmr_opts_copy(&c->ops, sizeof(c->ops), c->opts.ops);
 	snprintf(c->name, sizeof(c->name), "%s", c->opts.pool_name);
+	if (rmr_auth_init() < 0) {
+		client_free(c);
+		return -EIO;
+	}
+	if (c->opts.key) {
+		memcpy(c->key, c->opts.key, RMR_KEY_LEN);
+		c->keyed = true;
+	} else {
+		log_warn("pool=%s: no pool key: sessions are not authenticated (an open pool)",
+			 c->name);
+	}
+	c->opts.key = NULL; /* the caller's bytes are not ours to keep */
 	c->tops = rmr_transport_find(c->opts.transport);
 	if (!c->tops) {
 		client_free(c);
@@ -1098,6 +1211,7 @@ static void fill_status(void *arg)
 	st->normal_members = client_normal_count(c);
 	st->writer_epoch = c->writer_epoch;
 	st->fenced = c->fenced;
+	st->auth_refused = c->auth_refused;
 	st->membership_ver = c->membership.version;
 	for (unsigned i = 0; i < c->nmembers; i++) {
 		struct member *m = &c->members[i];

@@ -68,6 +68,7 @@ struct ctrl_msg {
 	struct rmr_wire_hdr hdr;
 	union {
 		struct rmr_wire_hello hello;
+		struct rmr_wire_auth auth;
 		uint8_t members[RMR_WIRE_MEMBERS_MAX];
 	} body;
 	bool sending;
@@ -106,7 +107,10 @@ struct member {
 	uint64_t map_ver, incarnation;
 	unsigned tx_inflight;
 	unsigned inflight;
-	struct ctrl_msg hello, heartbeat, goodbye, pull, membership;
+	struct ctrl_msg hello, heartbeat, goodbye, pull, membership, auth;
+	uint8_t nonce[RMR_NONCE_LEN]; /* ours, in the hello of a keyed client */
+	bool authed;                 /* its CHALLENGE proved the key; our AUTH went out */
+	uint16_t auth_id;            /* the member id its proof was for */
 	bool maintenance;            /* the operator holds it out of I/O */
 	bool want_pull;              /* missed writes: must take the maps before NORMAL */
 	bool pulling;                /* MAP_PULL sent, no answer yet */
@@ -129,6 +133,9 @@ struct rmr_client {
 	struct rmr_client_opts opts;
 	struct rmr_client_ops ops;
 	char name[RMR_NAME_MAX + 1];
+	bool keyed;                  /* sessions prove @key both ways (auth.h) */
+	uint8_t key[RMR_KEY_LEN];
+	uint64_t auth_refused;       /* sessions that failed authentication */
 	const struct rmr_transport_ops *tops;
 	void *tp;
 	struct loop *loop;

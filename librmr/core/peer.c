@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "compiler.h"
 #include "log.h"
 #include "resync.h"
@@ -33,7 +34,10 @@ struct peer_req {
 struct peer_ctrl {
 	uint8_t kind;                /* SEND_PEER_CTRL */
 	struct rmr_wire_hdr hdr;
-	struct rmr_wire_hello body;
+	union {
+		struct rmr_wire_hello hello;
+		struct rmr_wire_auth auth;
+	} body;
 	bool sending;
 };
 
@@ -50,7 +54,9 @@ struct peer {
 	unsigned backoff_ms;
 	uint64_t map_ver, incarnation;
 	uint32_t max_io;
-	struct peer_ctrl hello, heartbeat;
+	struct peer_ctrl hello, heartbeat, auth;
+	uint8_t nonce[RMR_NONCE_LEN]; /* ours, in the hello of a keyed pool */
+	bool authed;                 /* its CHALLENGE proved the key; our AUTH went out */
 	struct peer_req *reqs;
 	uint32_t nreqs;
 	struct peer_req *free_reqs;
@@ -103,8 +109,8 @@ static void peer_drop(struct peer *pe, const char *reason, int status)
 		s->tops->close(s->tp, pe->conn);
 		pe->conn = NULL;
 	}
-	pe->connected = pe->up = false;
-	pe->hello.sending = pe->heartbeat.sending = false;
+	pe->connected = pe->up = pe->authed = false;
+	pe->hello.sending = pe->heartbeat.sending = pe->auth.sending = false;
 	snprintf(pe->reason, sizeof(pe->reason), "%s", reason);
 	/* Sends are abandoned with the connection: every slot is ours again. */
 	for (uint32_t i = 0; i < pe->nreqs; i++)
@@ -164,7 +170,7 @@ int peer_create(struct srv_pool *p, const struct rmr_peer *cfg, struct peer **ou
 		pe->reqs[i].next_free = pe->free_reqs;
 		pe->free_reqs = &pe->reqs[i];
 	}
-	pe->hello.kind = pe->heartbeat.kind = SEND_PEER_CTRL;
+	pe->hello.kind = pe->heartbeat.kind = pe->auth.kind = SEND_PEER_CTRL;
 	/* Dial soon, not at once: the peer may be starting up beside us. */
 	pe->next_connect = loop_now(p->srv->loop) + 1;
 	*out = pe;
@@ -327,10 +333,68 @@ void peer_on_connected(struct peer *pe, int status)
 	pe->connected = true;
 	pe->last_rx = loop_now(s->loop);
 	snprintf(h.pool_name, sizeof(h.pool_name), "%s", p->name);
-	rmr_wire_encode_hello(&pe->hello.body, &h);
+	if (p->keyed) {
+		h.flags |= RMR_HELLO_AUTH;
+		rmr_auth_nonce(pe->nonce);
+		memcpy(h.nonce, pe->nonce, RMR_NONCE_LEN);
+	}
+	rmr_wire_encode_hello(&pe->hello.body.hello, &h);
 	send_ctrl(pe, &pe->hello, RMR_MSG_HELLO, sizeof(pe->hello.body));
 	if (!pe->hello.sending)
 		peer_drop(pe, "cannot send hello", -ENOTCONN);
+}
+
+/* The peer failed authentication: count it, say why (once per reason), drop it. */
+static void auth_fail(struct peer *pe, const char *why)
+{
+	struct srv_pool *p = pe->pool;
+
+	server_auth_refused(pe->srv, p, "member", pe->id, why);
+	peer_drop(pe, "authentication failed", -EACCES);
+}
+
+/* A keyed pool's member proves the key: check it, then prove it back. */
+static void on_challenge(struct peer *pe, const struct rmr_msg *msg)
+{
+	struct srv_pool *p = pe->pool;
+	struct rmr_auth_ctx ctx;
+	struct rmr_auth a;
+	char why[160];
+
+	if (!p->keyed) {
+		auth_fail(pe, "it asks for a pool key, this member has none");
+		return;
+	}
+	if (rmr_wire_decode_auth(msg, &a, why, sizeof(why)) < 0) {
+		auth_fail(pe, why);
+		return;
+	}
+	if (msg->sender_id != pe->id || memcmp(&msg->pool_uuid, &p->params.uuid, sizeof(rmr_uuid))) {
+		snprintf(why, sizeof(why), "%s answers as member %u or for another pool UUID",
+			 pe->addr, msg->sender_id);
+		auth_fail(pe, why);
+		return;
+	}
+	memset(&ctx, 0, sizeof(ctx));
+	memcpy(ctx.initiator_nonce, pe->nonce, RMR_NONCE_LEN);
+	memcpy(ctx.member_nonce, a.nonce, RMR_NONCE_LEN);
+	ctx.pool_uuid = p->params.uuid;
+	ctx.role = RMR_ROLE_PEER;
+	ctx.initiator_id = p->params.member_id;
+	ctx.member_id = pe->id;
+	if (!rmr_auth_check(p->key, RMR_AUTH_MEMBER, &ctx, a.proof)) {
+		auth_fail(pe, "it did not prove the pool key (wrong key)");
+		return;
+	}
+	memset(a.nonce, 0, sizeof(a.nonce));
+	rmr_auth_proof(p->key, RMR_AUTH_INITIATOR, &ctx, a.proof);
+	rmr_wire_encode_auth(&pe->auth.body.auth, &a);
+	send_ctrl(pe, &pe->auth, RMR_MSG_AUTH, sizeof(pe->auth.body.auth));
+	if (!pe->auth.sending) {
+		peer_drop(pe, "cannot send auth", -ENOTCONN);
+		return;
+	}
+	pe->authed = true;
 }
 
 static void on_hello_rsp(struct peer *pe, const struct rmr_msg *msg)
@@ -339,9 +403,26 @@ static void on_hello_rsp(struct peer *pe, const struct rmr_msg *msg)
 	struct rmr_hello_rsp h;
 	char why[160];
 
+	if (msg->status == -EACCES || msg->status == -EADDRINUSE) {
+		const char *r = msg->status == -EACCES ? "hello refused: wrong or missing pool key"
+						       : "hello refused: our id is held by another process";
+
+		/* Logged once per reason: the peer is dialed again and again. */
+		if (strcmp(pe->reason, r))
+			log_warn("pool=%s member=%u: member %u (%s) refused our hello: %s", p->name,
+				 p->params.member_id, pe->id, pe->addr,
+				 msg->status == -EACCES ? "our pool key (or lack of one) is not its own"
+							: "a live session of another process holds our member id");
+		peer_drop(pe, r, -ECONNREFUSED);
+		return;
+	}
 	if (msg->status < 0) {
 		snprintf(why, sizeof(why), "hello refused: %s", strerror(-msg->status));
 		peer_drop(pe, why, -ECONNREFUSED);
+		return;
+	}
+	if (p->keyed && !pe->authed) {
+		auth_fail(pe, "it answered without proving the pool key (no key?)");
 		return;
 	}
 	if (rmr_wire_decode_hello_rsp(msg, &h, why, sizeof(why)) < 0) {
@@ -420,6 +501,12 @@ void peer_on_recv(struct peer *pe, void *buf, size_t len, void *rx)
 	case RMR_MSG_HELLO_RSP:
 		if (!pe->up)
 			on_hello_rsp(pe, &msg);
+		break;
+	case RMR_MSG_CHALLENGE:
+		if (pe->up || pe->authed)
+			peer_drop(pe, "protocol violation", -EPROTO);
+		else
+			on_challenge(pe, &msg);
 		break;
 	case RMR_MSG_HEARTBEAT:
 		break;

@@ -18,6 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
+#include "auth.h"
 #include "compiler.h"
 #include "log.h"
 #include "loop.h"
@@ -119,6 +122,11 @@ void server_ctrl_send(struct srv_session *sess, struct srv_ctrl *cm, unsigned ty
 		msg.pool_uuid = sess->pool->params.uuid;
 		if ((type == RMR_MSG_HELLO_RSP || type == RMR_MSG_RECONCILE_RSP) && status == 0)
 			msg.missed = sess->pool->missed;
+	} else if (sess->auth_pool) {
+		/* The CHALLENGE, or a refusal of its AUTH: from the pool the hello asked for. */
+		msg.pool_uuid = sess->auth_pool->params.uuid;
+		msg.sender_id = sess->auth_pool->params.member_id;
+		msg.map_ver = sess->auth_pool->map_ver;
 	}
 	cm->kind = SEND_CTRL;
 	rmr_wire_encode(&cm->hdr, &msg);
@@ -144,40 +152,74 @@ static struct srv_pool *find_pool(struct rmr_server *s, const rmr_uuid *uuid, co
 	return NULL;
 }
 
-/* @hp was decoded from @hmsg; its receive buffer is already released. */
-static void on_hello(struct srv_session *sess, const struct rmr_msg *hmsg,
-		     const struct rmr_hello *hp)
+static const char *role_name(uint32_t role)
 {
-	const rmr_uuid *uuid = &hmsg->pool_uuid;
-	uint16_t sender = hmsg->sender_id;
+	return role == RMR_ROLE_CLIENT ? "client" : "member";
+}
+
+void server_auth_refused(struct rmr_server *s, const struct srv_pool *p, const char *role,
+			 uint16_t claimed_id, const char *reason)
+{
+	s->auth_refused++;
+	if (p)
+		log_warn("pool=%s member=%u: refusing %s claiming id %u: %s", p->name,
+			 p->params.member_id, role, claimed_id, reason);
+	else
+		log_warn("%s: refusing %s claiming id %u: %s", s->name, role, claimed_id, reason);
+	if (s->events.auth_refused)
+		s->events.auth_refused(s->opts.priv, p ? p->name : NULL, role, claimed_id, reason);
+}
+
+/*
+ * Refuse a hello (or the AUTH that should complete it) with @status in a
+ * HELLO_RSP, then close. @auth: refused for who it claims to be, counted as
+ * such (@p may be NULL).
+ */
+static void hello_refuse(struct srv_session *sess, const struct srv_pool *p, uint32_t role,
+			 uint16_t claimed_id, int status, bool auth, const char *why)
+{
+	struct rmr_server *s = sess->srv;
+
+	s->rejected++;
+	if (auth)
+		server_auth_refused(s, p, role_name(role), claimed_id, why);
+	else
+		log_warn("%s: refusing session: %s", s->name, why);
+	sess->close_after_send = true;
+	server_ctrl_send(sess, &sess->hello_rsp, RMR_MSG_HELLO_RSP, status, 0);
+	if (!sess->hello_rsp.sending)
+		session_close(sess, why);
+}
+
+/*
+ * Is member id @id held by a live, admitted session of another process than
+ * @incarnation? A member that restarts gets in once its old session is
+ * gone: closed by the transport, or failed by the heartbeat timeout.
+ */
+static bool member_id_held(const struct srv_pool *p, const struct srv_session *sess, uint16_t id,
+			   uint64_t incarnation)
+{
+	for (const struct srv_session *x = p->srv->sessions; x; x = x->next)
+		if (x != sess && x->pool == p && !x->dead && x->role == RMR_ROLE_PEER &&
+		    x->peer_id == id && x->incarnation != incarnation)
+			return true;
+	return false;
+}
+
+/* Admit the hello @h of @sender to @p: it proved the key, or the pool is open. */
+static void hello_admit(struct srv_session *sess, struct srv_pool *p, const struct rmr_hello *hp,
+			uint16_t sender)
+{
 	struct rmr_server *s = sess->srv;
 	struct rmr_hello h = *hp;
 	struct rmr_hello_rsp rsp;
-	struct srv_pool *p;
 	uint64_t epoch = 0;
 	char why[128];
 
-	p = find_pool(s, uuid, h.pool_name);
-	if (!p || strcmp(p->name, h.pool_name)) {
-		snprintf(why, sizeof(why), "no pool '%s' with that UUID here", h.pool_name);
-		s->rejected++;
-		log_warn("%s: refusing session: %s", s->name, why);
-		sess->close_after_send = true;
-		server_ctrl_send(sess, &sess->hello_rsp, RMR_MSG_HELLO_RSP, -ENOENT, 0);
-		if (!sess->hello_rsp.sending)
-			session_close(sess, why);
-		return;
-	}
-	if (h.role == RMR_ROLE_PEER &&
-	    (sender == p->params.member_id || !(p->params.members_mask & (1ull << sender)))) {
-		snprintf(why, sizeof(why), "peer claims member id %u, not another member of '%s'",
-			 sender, p->name);
-		s->rejected++;
-		log_warn("%s: refusing session: %s", s->name, why);
-		sess->close_after_send = true;
-		server_ctrl_send(sess, &sess->hello_rsp, RMR_MSG_HELLO_RSP, -EPERM, 0);
-		if (!sess->hello_rsp.sending)
-			session_close(sess, why);
+	if (h.role == RMR_ROLE_PEER && member_id_held(p, sess, sender, h.incarnation)) {
+		snprintf(why, sizeof(why), "member id %u is held by a live session of another process",
+			 sender);
+		hello_refuse(sess, p, h.role, sender, -EADDRINUSE, true, why);
 		return;
 	}
 	sess->incarnation = h.incarnation;
@@ -188,12 +230,7 @@ static void on_hello(struct srv_session *sess, const struct rmr_msg *hmsg,
 			snprintf(why, sizeof(why), "%s", ret == -EBUSY ?
 				 "another writer holds the pool" : ret == -ESTALE ?
 				 "writer fenced by a newer one" : "cannot record the writer epoch");
-			s->rejected++;
-			log_warn("%s: refusing session: %s", s->name, why);
-			sess->close_after_send = true;
-			server_ctrl_send(sess, &sess->hello_rsp, RMR_MSG_HELLO_RSP, ret, 0);
-			if (!sess->hello_rsp.sending)
-				session_close(sess, why);
+			hello_refuse(sess, p, h.role, 0, ret, false, why);
 			return;
 		}
 	}
@@ -240,11 +277,115 @@ static void on_hello(struct srv_session *sess, const struct rmr_msg *hmsg,
 		server_ctrl_send(sess, &sess->hello_rsp, RMR_MSG_HELLO_RSP, 0,
 				 sess->hello_rsp.body_len);
 	if (h.role == RMR_ROLE_CLIENT)
-		log_info("pool=%s member=%u: client session open (queue depth %u, max io %u)",
-			 p->name, p->params.member_id, sess->qd, sess->max_io);
+		log_info("pool=%s member=%u: client session open (queue depth %u, max io %u%s)",
+			 p->name, p->params.member_id, sess->qd, sess->max_io,
+			 p->keyed ? ", key proven" : "");
 	else
-		log_info("pool=%s member=%u: session from member %u open", p->name,
-			 p->params.member_id, sender);
+		log_info("pool=%s member=%u: session from member %u open%s", p->name,
+			 p->params.member_id, sender, p->keyed ? " (key proven)" : "");
+}
+
+/* The AUTH data both proofs of @sess are bound to. */
+static void auth_ctx(const struct srv_session *sess, struct rmr_auth_ctx *ctx)
+{
+	const struct srv_pool *p = sess->auth_pool;
+
+	memset(ctx, 0, sizeof(*ctx));
+	memcpy(ctx->initiator_nonce, sess->auth_hello.nonce, RMR_NONCE_LEN);
+	memcpy(ctx->member_nonce, sess->auth_nonce, RMR_NONCE_LEN);
+	ctx->pool_uuid = p->params.uuid;
+	ctx->role = sess->auth_hello.role;
+	ctx->initiator_id = sess->auth_sender;
+	ctx->member_id = p->params.member_id;
+}
+
+/* @hp was decoded from @hmsg; its receive buffer is already released. */
+static void on_hello(struct srv_session *sess, const struct rmr_msg *hmsg,
+		     const struct rmr_hello *hp)
+{
+	static const rmr_uuid zero;
+	const rmr_uuid *uuid = &hmsg->pool_uuid;
+	uint16_t sender = hmsg->sender_id;
+	struct rmr_server *s = sess->srv;
+	struct rmr_auth_ctx ctx;
+	struct rmr_auth a;
+	struct srv_pool *p;
+	char why[160];
+
+	p = find_pool(s, uuid, hp->pool_name);
+	if (!p || strcmp(p->name, hp->pool_name)) {
+		/* A pool asked for by UUID that is not ours: counted with the claims. */
+		bool by_uuid = memcmp(uuid, &zero, sizeof(zero)) != 0;
+
+		snprintf(why, sizeof(why), "no pool '%s' with that UUID here%s", hp->pool_name,
+			 by_uuid ? " (wrong pool UUID)" : "");
+		hello_refuse(sess, p, hp->role, sender, -ENOENT, by_uuid, why);
+		return;
+	}
+	if (hp->role == RMR_ROLE_CLIENT && sender != 0) {
+		snprintf(why, sizeof(why), "a client claims member id %u", sender);
+		hello_refuse(sess, p, hp->role, sender, -EPERM, true, why);
+		return;
+	}
+	if (hp->role == RMR_ROLE_PEER &&
+	    (sender == p->params.member_id ||
+	     !(p->params.members_mask & (1ull << sender)))) {
+		snprintf(why, sizeof(why), "member id %u is not another member of '%s'", sender,
+			 p->name);
+		hello_refuse(sess, p, hp->role, sender, -EPERM, true, why);
+		return;
+	}
+	if (p->keyed != !!(hp->flags & RMR_HELLO_AUTH)) {
+		snprintf(why, sizeof(why), "%s", p->keyed ? "no pool key (no proof offered)"
+			 : "it holds a pool key, this member has none (an open pool)");
+		hello_refuse(sess, p, hp->role, sender, -EACCES, true, why);
+		return;
+	}
+	if (!p->keyed) {
+		hello_admit(sess, p, hp, sender);
+		return;
+	}
+	/* Prove the key first; the hello takes effect once the AUTH proved it back. */
+	sess->auth_pool = p;
+	sess->auth_hello = *hp;
+	sess->auth_sender = sender;
+	rmr_auth_nonce(sess->auth_nonce);
+	auth_ctx(sess, &ctx);
+	memcpy(a.nonce, sess->auth_nonce, RMR_NONCE_LEN);
+	rmr_auth_proof(p->key, RMR_AUTH_MEMBER, &ctx, a.proof);
+	rmr_wire_encode_auth((struct rmr_wire_auth *)sess->challenge.body, &a);
+	server_ctrl_send(sess, &sess->challenge, RMR_MSG_CHALLENGE, 0, sizeof(struct rmr_wire_auth));
+	sodium_memzero(&a, sizeof(a));
+	if (!sess->challenge.sending)
+		session_close(sess, "cannot send the challenge");
+}
+
+/* The AUTH of a hello that waits for it. */
+static void on_auth(struct srv_session *sess, const struct rmr_msg *msg)
+{
+	struct srv_pool *p = sess->auth_pool;
+	struct rmr_auth_ctx ctx;
+	struct rmr_auth a;
+	char why[160];
+
+	if (rmr_wire_decode_auth(msg, &a, why, sizeof(why)) < 0) {
+		hello_refuse(sess, p, sess->auth_hello.role, sess->auth_sender, -EACCES, true, why);
+		return;
+	}
+	if (msg->sender_id != sess->auth_sender ||
+	    memcmp(&msg->pool_uuid, &p->params.uuid, sizeof(rmr_uuid))) {
+		snprintf(why, sizeof(why), "its AUTH claims id %u or another pool", msg->sender_id);
+		hello_refuse(sess, p, sess->auth_hello.role, sess->auth_sender, -EACCES, true, why);
+		return;
+	}
+	auth_ctx(sess, &ctx);
+	if (!rmr_auth_check(p->key, RMR_AUTH_INITIATOR, &ctx, a.proof)) {
+		hello_refuse(sess, p, sess->auth_hello.role, sess->auth_sender, -EACCES, true,
+			     "wrong pool key (its proof does not check)");
+		return;
+	}
+	sess->auth_pool = NULL;
+	hello_admit(sess, p, &sess->auth_hello, sess->auth_sender);
 }
 
 /* --- requests -------------------------------------------------------------- */
@@ -690,7 +831,7 @@ static void *ev_accepted(void *ev_ctx, struct rmr_conn *conn)
 	sess->conn = conn;
 	sess->created = sess->last_rx = sess->last_tx = loop_now(s->loop);
 	sess->hello_rsp.kind = sess->heartbeat.kind = sess->pull_rsp.kind = SEND_CTRL;
-	sess->reconcile_rsp.kind = sess->membership_rsp.kind = SEND_CTRL;
+	sess->reconcile_rsp.kind = sess->membership_rsp.kind = sess->challenge.kind = SEND_CTRL;
 	sess->next = s->sessions;
 	if (s->sessions)
 		s->sessions->prev = sess;
@@ -730,7 +871,20 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 	}
 	sess->last_rx = loop_now(s->loop);
 	ret = rmr_wire_decode(buf, len, &msg, why, sizeof(why));
-	if (ret == 0 && msg.type != RMR_MSG_HELLO && !sess->pool) {
+	if (ret == 0 && sess->auth_pool && msg.type != RMR_MSG_AUTH) {
+		/* After the CHALLENGE, nothing but the proof of the key. */
+		s->tops->recv_release(s->tp, sess->conn, rx);
+		snprintf(why, sizeof(why), "%s instead of AUTH: no proof of the pool key",
+			 rmr_msg_type_name(msg.type));
+		hello_refuse(sess, sess->auth_pool, sess->auth_hello.role, sess->auth_sender,
+			     -EACCES, true, why);
+		return;
+	}
+	if (ret == 0 && msg.type == RMR_MSG_AUTH && !sess->auth_pool) {
+		snprintf(why, sizeof(why), "AUTH without a challenge");
+		ret = -EBADMSG;
+	}
+	if (ret == 0 && msg.type != RMR_MSG_HELLO && msg.type != RMR_MSG_AUTH && !sess->pool) {
 		snprintf(why, sizeof(why), "%s before hello", rmr_msg_type_name(msg.type));
 		ret = -EBADMSG;
 	}
@@ -785,6 +939,11 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 		on_membership(sess, &msg);
 		s->tops->recv_release(s->tp, sess->conn, rx);
 		return;
+	case RMR_MSG_AUTH:
+		on_auth(sess, &msg);
+		s->tops->recv_release(s->tp, sess->conn, rx);
+		return;
+	case RMR_MSG_CHALLENGE:
 	case RMR_MSG_HELLO_RSP:
 	case RMR_MSG_READ_RSP:
 	case RMR_MSG_WRITE_RSP:
@@ -844,6 +1003,13 @@ static void ev_closed(void *ev_ctx, void *conn_ctx, int reason)
 		return;
 	}
 	snprintf(why, sizeof(why), "connection lost: %s", strerror(-reason));
+	/* It took our proof and left without its own: it did not hold the key. */
+	if (sess->auth_pool && !sess->dead) {
+		sess->srv->rejected++;
+		server_auth_refused(sess->srv, sess->auth_pool, role_name(sess->auth_hello.role),
+				    sess->auth_sender,
+				    "it hung up after the challenge without proving the pool key");
+	}
 	session_close(sess, why);
 }
 
@@ -886,6 +1052,11 @@ static void server_tick(void *ctx, uint64_t now)
 		next = sess->next;
 		if (sess->dead)
 			continue;
+		if (now - sess->last_rx > silence && sess->auth_pool) {
+			hello_refuse(sess, sess->auth_pool, sess->auth_hello.role, sess->auth_sender,
+				     -ETIMEDOUT, true, "no AUTH after the challenge: the pool key unproven");
+			continue;
+		}
 		if (now - sess->last_rx > silence) {
 			session_close(sess, sess->pool ? "heartbeat timeout" : "no hello");
 			continue;
@@ -981,6 +1152,10 @@ RMR_EXPORT int rmr_server_create(const struct rmr_server_opts *opts, struct rmr_
 	}
 	o->transport = NULL;
 	s->incarnation = loop_random();
+	if (rmr_auth_init() < 0) {
+		server_free(s);
+		return -EIO;
+	}
 
 	tparams.provider = o->provider;
 	tparams.max_msg = HDR_LEN + o->max_io_size;
@@ -1099,6 +1274,10 @@ RMR_EXPORT int rmr_server_add_pool(struct rmr_server *s, const struct rmr_pool_p
 	}
 	log_info("pool=%s member=%u: serving (map version %llu, missed 0x%llx)", p->name,
 		 params->member_id, (unsigned long long)p->map_ver, (unsigned long long)p->missed);
+	if (!p->keyed)
+		log_warn("pool=%s member=%u: no pool key: an open pool, any process that reaches "
+			 "%s may join it as a member or a client", p->name, params->member_id,
+			 s->listen_addr);
 	*out = (struct rmr_server_pool *)p;
 	return 0;
 }
@@ -1113,7 +1292,7 @@ static void do_remove_pool(void *arg)
 	pc->ret = 0;
 	for (sess = s->sessions; sess; sess = next) {
 		next = sess->next;
-		if (sess->pool == pc->p && !sess->dead)
+		if ((sess->pool == pc->p || sess->auth_pool == pc->p) && !sess->dead)
 			session_close(sess, "pool removed");
 	}
 	/* Copies end (and the requests waiting for them) before the peers go. */
@@ -1255,6 +1434,7 @@ static void fill_status(void *arg)
 	snprintf(st->listen_addr, sizeof(st->listen_addr), "%s", s->listen_addr);
 	st->sessions = s->nsessions;
 	st->rejected = s->rejected;
+	st->auth_refused = s->auth_refused;
 	for (unsigned i = 0; i < RMR_SERVER_MAX_POOLS; i++) {
 		struct srv_pool *p = s->pools[i];
 		struct rmr_server_pool_status *ps;

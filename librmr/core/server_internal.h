@@ -92,6 +92,16 @@ struct srv_session {
 	struct srv_answer *free_answers;
 	uint32_t n_answers;
 	struct srv_ctrl hello_rsp, heartbeat, pull_rsp, reconcile_rsp, membership_rsp;
+	/*
+	 * A hello for a keyed pool waits for its AUTH: the CHALLENGE went out
+	 * (@challenge) and nothing but an AUTH that proves the key is taken.
+	 * Until then @pool stays NULL: the hello had no effect yet.
+	 */
+	struct srv_pool *auth_pool;
+	struct rmr_hello auth_hello;
+	uint16_t auth_sender;
+	uint8_t auth_nonce[RMR_NONCE_LEN]; /* ours, sent in the CHALLENGE */
+	struct srv_ctrl challenge;
 };
 
 struct rmr_server {
@@ -107,6 +117,7 @@ struct rmr_server {
 	struct srv_session *sessions;
 	uint32_t nsessions;
 	uint64_t rejected;
+	uint64_t auth_refused;       /* of those, for who they claimed to be; and peers that did not prove the key */
 
 	pthread_mutex_t done_lock;
 	struct srv_req *done_head;
@@ -120,6 +131,12 @@ void server_ctrl_send(struct srv_session *sess, struct srv_ctrl *cm, unsigned ty
 void server_req_resume(struct srv_req *req, int status);
 /* Close @sess (freed once the store gave its requests back). */
 void server_session_close(struct srv_session *sess, const char *reason);
+/*
+ * Count and log a session refused for who it claims to be, and tell the
+ * consumer: @p may be NULL, @role is "client" or "member".
+ */
+void server_auth_refused(struct rmr_server *s, const struct srv_pool *p, const char *role,
+			 uint16_t claimed_id, const char *reason);
 
 /* writer.c: writer fencing */
 /*

@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sodium.h>
+
+
 #include "compiler.h"
 #include "log.h"
 #include "wire.h"
@@ -647,6 +650,7 @@ void pool_free(struct srv_pool *p)
 	free(p->al_buf);
 	free(p->clean_pending);
 	free((void *)p->params.peers);
+	sodium_memzero(p->key, sizeof(p->key));
 	free(p);
 }
 
@@ -666,11 +670,19 @@ int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
 	     const struct rmr_store_ops *ops, void *store, struct srv_pool **out)
 {
 	static const rmr_uuid zero;
+	struct rmr_pool_params pp;
 	struct rmr_peer *peers;
 	struct srv_pool *p;
 	int ret;
 
-	if (!params || !ops || params->size < sizeof(*params) || ops->size < sizeof(*ops) ||
+	/* A caller built against the header before the key: its pool is open. */
+	if (!params || params->size < offsetof(struct rmr_pool_params, key))
+		return -EINVAL;
+	memset(&pp, 0, sizeof(pp));
+	memcpy(&pp, params, RMR_MIN(params->size, sizeof(pp)));
+	pp.size = sizeof(pp);
+	params = &pp;
+	if (!ops || ops->size < sizeof(*ops) ||
 	    !ops->io || !ops->chunk_export || !ops->chunk_import ||
 	    !ops->map_read != !ops->map_write)
 		return -EINVAL;
@@ -702,6 +714,11 @@ int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
 	p->params = *params;
 	snprintf(p->name, sizeof(p->name), "%s", params->name);
 	p->params.name = p->name;
+	if (params->key) {
+		memcpy(p->key, params->key, RMR_KEY_LEN);
+		p->keyed = true;
+	}
+	p->params.key = NULL; /* the caller's bytes are not ours to keep */
 	/* Addresses are copied by peer.c; keep only the ids here. */
 	peers = calloc(params->npeers + 1, sizeof(*peers));
 	if (!peers) {

@@ -35,6 +35,8 @@ struct srv_pool {
 	struct rmr_server *srv;
 	char name[RMR_NAME_MAX + 1];
 	struct rmr_pool_params params;
+	bool keyed;                  /* sessions must prove @key (auth.h) */
+	uint8_t key[RMR_KEY_LEN];
 	struct rmr_store_ops ops;
 	void *store;
 	uint64_t map_ver;

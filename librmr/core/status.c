@@ -136,8 +136,8 @@ RMR_EXPORT int rmr_pool_status_format(const struct rmr_pool_status *st, enum rmr
 			    m->reconnects, m->inflight, m->tx_bytes, m->rx_bytes, m->resync_bytes,
 			    m->map_updates);
 		}
-		put(&o, "],\"writer_epoch\":%" PRIu64 ",\"fenced\":%s}\n", st->writer_epoch,
-		    st->fenced ? "true" : "false");
+		put(&o, "],\"writer_epoch\":%" PRIu64 ",\"fenced\":%s,\"auth_refused\":%" PRIu64
+			"}\n", st->writer_epoch, st->fenced ? "true" : "false", st->auth_refused);
 		return finish(&o);
 	}
 
@@ -147,7 +147,8 @@ RMR_EXPORT int rmr_pool_status_format(const struct rmr_pool_status *st, enum rmr
 	put(&o, "client: %u of %u members normal, map version %" PRIu64
 		", missed writes: %s, %u of %u slots busy\n",
 	    st->normal_members, st->nmembers, st->map_ver, missed, st->inflight, st->queue_depth);
-	put(&o, "writer epoch %" PRIu64 "%s\n", st->writer_epoch,
+	put(&o, "writer epoch %" PRIu64 ", %" PRIu64 " sessions refused authentication%s\n",
+	    st->writer_epoch, st->auth_refused,
 	    st->fenced ? "  FENCED: another writer took the pool over, all I/O fails" : "");
 	put(&o, "%-3s %-22s %-13s %10s %10s %10s %10s %6s %5s %7s  %s\n", "ID", "ADDRESS",
 	    "STATE", "READS", "WRITES", "READ", "WRITTEN", "ERRORS", "RECON", "RESYNC", "REASON");
@@ -315,11 +316,12 @@ RMR_EXPORT int rmr_server_status_format(const struct rmr_server_status *st, enum
 	if (fmt == RMR_FORMAT_JSON) {
 		put(&o, "{\"role\":\"member\",\"listen\":");
 		put_json_str(&o, st->listen_addr);
-		put(&o, ",\"sessions\":%u,\"rejected\":%" PRIu64 ",\"pools\":[", st->sessions,
-		    st->rejected);
+		put(&o, ",\"sessions\":%u,\"rejected\":%" PRIu64 ",\"auth_refused\":%" PRIu64
+			",\"pools\":[", st->sessions, st->rejected, st->auth_refused);
 	} else {
-		put(&o, "member server %s: %u sessions, %" PRIu64 " refused\n", st->listen_addr,
-		    st->sessions, st->rejected);
+		put(&o, "member server %s: %u sessions, %" PRIu64 " refused (%" PRIu64
+			" for who they claimed to be)\n", st->listen_addr, st->sessions, st->rejected,
+		    st->auth_refused);
 		put(&o, "%-16s %-3s %-9s %8s %10s %10s %10s %10s %6s  %s\n", "POOL", "ID", "SIZE",
 		    "SESSIONS", "READS", "WRITES", "READ", "WRITTEN", "ERRORS", "MISSED-BY");
 	}
@@ -453,6 +455,8 @@ static const struct prom_metric prom_client_pool[] = {
 	       "The writer epoch the members granted this client."),
 	PROM_G("rmr_client_fenced", struct rmr_pool_status, fenced, PROM_BOOL,
 	       "1 if another writer took the pool over (all I/O fails)."),
+	PROM_C("rmr_client_auth_refused_total", struct rmr_pool_status, auth_refused,
+	       "Member sessions that failed authentication (no key, a wrong one), either way."),
 };
 
 static const struct prom_metric prom_client_member[] = {
@@ -722,6 +726,10 @@ static int server_status_prometheus(const struct rmr_server_status *st, char *bu
 	prom_head(&o, "rmr_server_rejected_sessions_total", true,
 		  "Sessions refused (bad hello, malformed messages).");
 	put(&o, "rmr_server_rejected_sessions_total %" PRIu64 "\n", st->rejected);
+	prom_head(&o, "rmr_server_auth_refused_total", true,
+		  "Sessions refused for who they claimed to be (no key or a wrong one, a wrong "
+		  "pool UUID, a member id not theirs), and dialed peers that did not prove the key.");
+	put(&o, "rmr_server_auth_refused_total %" PRIu64 "\n", st->auth_refused);
 	prom_head(&o, "rmr_server_pool_info", false, "A served pool's identity; always 1.");
 	for (unsigned i = 0; i < np; i++) {
 		char uuid[37];

@@ -36,7 +36,7 @@ static bool is_request(unsigned type)
 	       type == RMR_MSG_MAP_ADD || type == RMR_MSG_HEARTBEAT || type == RMR_MSG_MAP_PULL ||
 	       type == RMR_MSG_MAP_GET || type == RMR_MSG_SYNC_READ || type == RMR_MSG_MAP_CLEAR ||
 	       type == RMR_MSG_RECONCILE || type == RMR_MSG_CHUNK_SUM || type == RMR_MSG_MAP_MARK ||
-	       type == RMR_MSG_MEMBERSHIP;
+	       type == RMR_MSG_MEMBERSHIP || type == RMR_MSG_AUTH;
 }
 
 static bool is_response(unsigned type)
@@ -46,7 +46,17 @@ static bool is_response(unsigned type)
 	       type == RMR_MSG_MAP_PULL_RSP || type == RMR_MSG_MAP_GET_RSP ||
 	       type == RMR_MSG_SYNC_READ_RSP || type == RMR_MSG_MAP_CLEAR_RSP ||
 	       type == RMR_MSG_RECONCILE_RSP || type == RMR_MSG_CHUNK_SUM_RSP ||
-	       type == RMR_MSG_MAP_MARK_RSP || type == RMR_MSG_MEMBERSHIP_RSP;
+	       type == RMR_MSG_MAP_MARK_RSP || type == RMR_MSG_MEMBERSHIP_RSP ||
+	       type == RMR_MSG_CHALLENGE;
+}
+
+static bool all_zero(const uint8_t *b, size_t n)
+{
+	uint8_t acc = 0;
+
+	for (size_t i = 0; i < n; i++)
+		acc |= b[i];
+	return acc == 0;
 }
 
 /* Member-id masks may only name ids 1..RMR_MAX_MEMBER_ID. */
@@ -210,6 +220,18 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 			return reject(why, whylen, "MEMBERSHIP: no members or unknown flags 0x%x",
 				      m->op_flags);
 		break;
+	case RMR_MSG_CHALLENGE:
+		/* A refusal is a HELLO_RSP: a challenge is never an error. */
+		if (m->status != 0)
+			return reject(why, whylen, "CHALLENGE: status %d", m->status);
+		/* fall through */
+	case RMR_MSG_AUTH:
+		if (m->payload_len != sizeof(struct rmr_wire_auth) || m->len || m->addr || m->op ||
+		    m->op_flags || m->slot || m->seq)
+			return reject(why, whylen, "%s: payload of %u bytes, expected %zu, or a range, "
+				      "op or slot set", rmr_msg_type_name(m->type), m->payload_len,
+				      sizeof(struct rmr_wire_auth));
+		break;
 	case RMR_MSG_MAP_GET:
 	case RMR_MSG_MAP_CLEAR:
 	case RMR_MSG_MAP_MARK_RSP:
@@ -280,6 +302,7 @@ void rmr_wire_encode_hello(struct rmr_wire_hello *w, const struct rmr_hello *h)
 	copy_name(w->pool_name, sizeof(w->pool_name), h->pool_name);
 	w->flags = cpu_to_le32(h->flags);
 	w->writer_epoch = cpu_to_le64(h->writer_epoch);
+	memcpy(w->nonce, h->nonce, sizeof(w->nonce));
 }
 
 int rmr_wire_decode_hello(const struct rmr_msg *m, struct rmr_hello *h, char *why, size_t whylen)
@@ -300,8 +323,12 @@ int rmr_wire_decode_hello(const struct rmr_msg *m, struct rmr_hello *h, char *wh
 		return reject(why, whylen, "HELLO: unknown role %u", h->role);
 	if ((h->flags & ~RMR_HELLO_FLAGS) || le32_to_cpu(w.reserved))
 		return reject(why, whylen, "HELLO: unknown flags 0x%x or reserved field set", h->flags);
-	if (h->role == RMR_ROLE_PEER && (h->flags || h->writer_epoch))
+	if (h->role == RMR_ROLE_PEER && ((h->flags & RMR_HELLO_TAKEOVER) || h->writer_epoch))
 		return reject(why, whylen, "HELLO: a member's hello carries writer fields");
+	memcpy(h->nonce, w.nonce, sizeof(h->nonce));
+	if (!!(h->flags & RMR_HELLO_AUTH) == all_zero(h->nonce, sizeof(h->nonce)))
+		return reject(why, whylen, "HELLO: nonce %s", (h->flags & RMR_HELLO_AUTH)
+			      ? "missing (all zero) with a key" : "set without a key");
 	if (h->queue_depth == 0 || h->max_io_size == 0 || h->max_io_size > RMR_WIRE_MAX_PAYLOAD)
 		return reject(why, whylen, "HELLO: queue depth %u / max io %u out of range",
 			      h->queue_depth, h->max_io_size);
@@ -463,6 +490,29 @@ int rmr_wire_decode_hello_rsp(const struct rmr_msg *m, struct rmr_hello_rsp *h, 
 		return -EBADMSG;
 	if (rmr_membership_ids(&h->membership) != h->members)
 		return reject(why, whylen, "HELLO_RSP: membership and member mask disagree");
+	return 0;
+}
+
+void rmr_wire_encode_auth(struct rmr_wire_auth *w, const struct rmr_auth *a)
+{
+	memcpy(w->nonce, a->nonce, sizeof(w->nonce));
+	memcpy(w->proof, a->proof, sizeof(w->proof));
+}
+
+int rmr_wire_decode_auth(const struct rmr_msg *m, struct rmr_auth *a, char *why, size_t whylen)
+{
+	struct rmr_wire_auth w;
+
+	if ((m->type != RMR_MSG_CHALLENGE && m->type != RMR_MSG_AUTH) ||
+	    m->payload_len != sizeof(w))
+		return reject(why, whylen, "not a CHALLENGE or AUTH");
+	memcpy(&w, m->payload, sizeof(w));
+	memcpy(a->nonce, w.nonce, sizeof(a->nonce));
+	memcpy(a->proof, w.proof, sizeof(a->proof));
+	if (m->type == RMR_MSG_CHALLENGE && all_zero(a->nonce, sizeof(a->nonce)))
+		return reject(why, whylen, "CHALLENGE: nonce is all zero");
+	if (m->type == RMR_MSG_AUTH && !all_zero(a->nonce, sizeof(a->nonce)))
+		return reject(why, whylen, "AUTH: nonce field is not zero");
 	return 0;
 }
 

@@ -27,7 +27,7 @@
 #include <rmr/rmr.h>
 
 #define RMR_WIRE_MAGIC 0x31524d52u /* "RMR1" */
-#define RMR_WIRE_VERSION 4
+#define RMR_WIRE_VERSION 5
 /* Largest payload of any message; the session's max_io_size is smaller. */
 #define RMR_WIRE_MAX_PAYLOAD (4u << 20)
 
@@ -73,7 +73,10 @@ static inline uint64_t le64_to_cpu(rmr_le64 x) { return le64toh(x.v); }
 	X(MAP_MARK_RSP, 24) /* status */                                         \
 	X(MEMBERSHIP, 25)   /* client -> member: the pool's membership, payload  */ \
 	                    /* rmr_wire_members; op_flags RMR_MEMBERSHIP_CHECK    */ \
-	X(MEMBERSHIP_RSP, 26) /* status */
+	X(MEMBERSHIP_RSP, 26) /* status */                                      \
+	X(CHALLENGE, 27)    /* member -> initiator of a keyed pool: payload        */ \
+	                    /* rmr_wire_auth (its nonce and proof of the key)      */ \
+	X(AUTH, 28)         /* initiator -> member: payload rmr_wire_auth (proof)  */
 
 enum rmr_msg_type {
 #define RMR_X_MSG(name, num) RMR_MSG_##name = num,
@@ -111,7 +114,12 @@ _Static_assert(offsetof(struct rmr_wire_hdr, missed) == 64, "wire header layout"
 
 /* HELLO flags. */
 #define RMR_HELLO_TAKEOVER 1u        /* client: fence the current writer, take the pool */
-#define RMR_HELLO_FLAGS RMR_HELLO_TAKEOVER
+#define RMR_HELLO_AUTH 2u            /* the sender holds a pool key: nonce is set */
+#define RMR_HELLO_FLAGS (RMR_HELLO_TAKEOVER | RMR_HELLO_AUTH)
+
+/* Bytes of a session nonce and of a proof of the pool key (HMAC-SHA-256). */
+#define RMR_NONCE_LEN 32
+#define RMR_PROOF_LEN 32
 
 /* HELLO payload: who is connecting and what it asks for. */
 struct rmr_wire_hello {
@@ -124,8 +132,20 @@ struct rmr_wire_hello {
 	rmr_le32 flags;              /* RMR_HELLO_* */
 	rmr_le32 reserved;           /* zero */
 	rmr_le64 writer_epoch;       /* client: epoch it holds, 0 when it opens; peer: 0 */
+	uint8_t nonce[RMR_NONCE_LEN]; /* RMR_HELLO_AUTH: fresh random, not all zero; else zero */
 };
-_Static_assert(sizeof(struct rmr_wire_hello) == 104, "hello size");
+_Static_assert(sizeof(struct rmr_wire_hello) == 136, "hello size");
+
+/*
+ * CHALLENGE and AUTH payload. CHALLENGE (member -> initiator): the member's
+ * fresh nonce and its proof of the pool key; AUTH (initiator -> member): the
+ * initiator's proof, nonce zero. See rmr_auth_proof() in auth.h.
+ */
+struct rmr_wire_auth {
+	uint8_t nonce[RMR_NONCE_LEN];  /* CHALLENGE: not all zero; AUTH: zero */
+	uint8_t proof[RMR_PROOF_LEN];
+};
+_Static_assert(sizeof(struct rmr_wire_auth) == 64, "auth size");
 
 /* HELLO_RSP flags. */
 #define RMR_HELLO_RSP_STALE_AL 1u    /* activity log of another writer: reconcile first */
@@ -247,11 +267,16 @@ struct rmr_msg {
 	const void *payload; /* points into the received buffer */
 };
 
-/* Decoded HELLO / HELLO_RSP payloads. */
+/* Decoded HELLO / HELLO_RSP / CHALLENGE / AUTH payloads. */
 struct rmr_hello {
 	uint32_t role, queue_depth, max_io_size, heartbeat_ms, flags;
 	uint64_t incarnation, writer_epoch;
 	char pool_name[RMR_NAME_MAX + 1];
+	uint8_t nonce[RMR_NONCE_LEN];
+};
+struct rmr_auth {
+	uint8_t nonce[RMR_NONCE_LEN];
+	uint8_t proof[RMR_PROOF_LEN];
 };
 struct rmr_hello_rsp {
 	uint16_t member_id, flags;
@@ -299,5 +324,8 @@ int rmr_wire_decode_hello(const struct rmr_msg *m, struct rmr_hello *h, char *wh
 size_t rmr_wire_encode_hello_rsp(void *buf, const struct rmr_hello_rsp *h);
 int rmr_wire_decode_hello_rsp(const struct rmr_msg *m, struct rmr_hello_rsp *h, char *why,
 			      size_t whylen);
+void rmr_wire_encode_auth(struct rmr_wire_auth *w, const struct rmr_auth *a);
+/* A CHALLENGE (nonce not all zero) or an AUTH (nonce zero). */
+int rmr_wire_decode_auth(const struct rmr_msg *m, struct rmr_auth *a, char *why, size_t whylen);
 
 #endif

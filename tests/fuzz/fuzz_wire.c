@@ -2,7 +2,7 @@
 /*
  * fuzz_wire: one received message, as the transports hand it to the core,
  * through rmr_wire_decode() and the payload decoders (HELLO, HELLO_RSP,
- * MAP_GET_RSP ranges, CHUNK_SUM_RSP entries).
+ * CHALLENGE, AUTH, MAP_GET_RSP ranges, CHUNK_SUM_RSP entries).
  *
  * Besides "no crash": whatever the decoders accept must encode back to the
  * very same bytes. Every field is checked or must be zero, so a message that
@@ -46,6 +46,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	(void)rmr_msg_type_name(m.type);
 
+	if (m.type == RMR_MSG_CHALLENGE || m.type == RMR_MSG_AUTH) {
+		struct rmr_auth a;
+		struct rmr_wire_auth w;
+
+		why[0] = '\0';
+		ret = rmr_wire_decode_auth(&m, &a, why, sizeof(why));
+		check_reason(ret, why);
+		if (ret == 0) {
+			rmr_wire_encode_auth(&w, &a);
+			if (memcmp(&w, m.payload, sizeof(w)))
+				abort();
+		}
+	}
 	if (m.type == RMR_MSG_HELLO) {
 		struct rmr_hello hello;
 		struct rmr_wire_hello w;
@@ -62,7 +75,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	} else if (m.type == RMR_MSG_HELLO_RSP && m.payload_len) {
 		struct rmr_hello_rsp rsp;
-		struct rmr_wire_hello_rsp w;
+		/* The fixed part, then the membership. */
+		_Alignas(8) uint8_t w[sizeof(struct rmr_wire_hello_rsp) + RMR_WIRE_MEMBERS_MAX];
 
 		why[0] = '\0';
 		ret = rmr_wire_decode_hello_rsp(&m, &rsp, why, sizeof(why));
@@ -71,8 +85,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (strlen(rsp.pool_name) > RMR_NAME_MAX || !rsp.member_id ||
 			    rsp.member_id > RMR_MAX_MEMBER_ID)
 				abort();
-			rmr_wire_encode_hello_rsp(&w, &rsp);
-			if (memcmp(&w, m.payload, sizeof(w)))
+			size_t n = rmr_wire_encode_hello_rsp(w, &rsp);
+
+			if (n != m.payload_len || memcmp(w, m.payload, n))
 				abort();
 		}
 	} else if (m.type == RMR_MSG_CHUNK_SUM_RSP) {

@@ -65,7 +65,8 @@ static void gen_wire(void)
 				    .queue_depth = 128, .max_io_size = 128 << 10,
 				    .incarnation = 99, .pool_name = "vol-1", .writer_epoch = 4 };
 	struct rmr_wire_hello wh;
-	struct rmr_wire_hello_rsp whr;
+	/* A HELLO_RSP carries the member's membership after its fixed part. */
+	_Alignas(8) uint8_t whr[sizeof(struct rmr_wire_hello_rsp) + RMR_WIRE_MEMBERS_MAX];
 	struct rmr_wire_map_range wr[3];
 	_Alignas(8) uint8_t data[256];
 	struct rmr_msg m;
@@ -90,16 +91,50 @@ static void gen_wire(void)
 	rmr_wire_encode_hello(&wh, &h);
 	m.sender_id = 0;
 	wire_msg("hello-takeover", m, &wh);
+	/* A keyed pool: the hello's nonce, the member's CHALLENGE, the AUTH. */
+	h.flags = RMR_HELLO_AUTH;
+	h.writer_epoch = 0;
+	for (unsigned i = 0; i < RMR_NONCE_LEN; i++)
+		h.nonce[i] = (uint8_t)(0xa0 + i);
+	rmr_wire_encode_hello(&wh, &h);
+	wire_msg("hello-auth", m, &wh);
+	{
+		struct rmr_auth a;
+		struct rmr_wire_auth wa;
+
+		for (unsigned i = 0; i < RMR_NONCE_LEN; i++) {
+			a.nonce[i] = (uint8_t)(0x30 + i);
+			a.proof[i] = (uint8_t)(0xc0 + i);
+		}
+		m = base;
+		m.slot = m.seq = 0;
+		m.type = RMR_MSG_CHALLENGE;
+		m.sender_id = 2;
+		m.payload_len = sizeof(wa);
+		rmr_wire_encode_auth(&wa, &a);
+		wire_msg("challenge", m, &wa);
+		memset(a.nonce, 0, sizeof(a.nonce));
+		m.type = RMR_MSG_AUTH;
+		m.sender_id = 3;
+		rmr_wire_encode_auth(&wa, &a);
+		wire_msg("auth", m, &wa);
+	}
 
 	m = base;
 	m.type = RMR_MSG_HELLO_RSP;
 	m.sender_id = 2;
-	m.payload_len = sizeof(whr);
-	rmr_wire_encode_hello_rsp(&whr, &hr);
-	wire_msg("hello-rsp", m, &whr);
+	hr.membership.version = 2;
+	hr.membership.n = 3;
+	for (unsigned i = 0; i < 3; i++) {
+		hr.membership.m[i].id = (uint16_t)(i + 1);
+		snprintf(hr.membership.m[i].addr, sizeof(hr.membership.m[i].addr),
+			 "10.0.0.%u:7000", i + 1);
+	}
+	m.payload_len = (uint32_t)rmr_wire_encode_hello_rsp(whr, &hr);
+	wire_msg("hello-rsp", m, whr);
 	hr.flags = RMR_HELLO_RSP_STALE_AL;
-	rmr_wire_encode_hello_rsp(&whr, &hr);
-	wire_msg("hello-rsp-stale-al", m, &whr);
+	m.payload_len = (uint32_t)rmr_wire_encode_hello_rsp(whr, &hr);
+	wire_msg("hello-rsp-stale-al", m, whr);
 	m.payload_len = 0;
 	m.status = -EPROTONOSUPPORT;
 	wire_msg("hello-rsp-refused", m, NULL);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "wire.h"
 
 static uint8_t buf[sizeof(struct rmr_wire_hdr) + 4096];
@@ -436,6 +437,176 @@ START_TEST(read_argument_and_short_answer)
 }
 END_TEST
 
+/* HELLO's nonce: set with RMR_HELLO_AUTH, zero without; both roles may hold a key. */
+START_TEST(hello_auth_fields)
+{
+	struct rmr_hello h = { .role = RMR_ROLE_PEER, .queue_depth = 8, .max_io_size = 131072,
+			       .heartbeat_ms = 250, .incarnation = 42, .flags = RMR_HELLO_AUTH },
+			 hd;
+	struct rmr_msg m = sample(RMR_MSG_HELLO, sizeof(struct rmr_wire_hello)), d;
+	struct rmr_wire_hello *w = (void *)(buf + sizeof(struct rmr_wire_hdr));
+	size_t len = sizeof(struct rmr_wire_hdr) + sizeof(*w);
+	char why[128];
+
+	ck_assert_uint_eq(sizeof(struct rmr_wire_hello), 136);
+	m.len = 0;
+	strcpy(h.pool_name, "vol1");
+	rmr_auth_nonce(h.nonce);
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+	rmr_wire_encode_hello(w, &h);
+	ck_assert_int_eq(decode(len, &d), 0);
+	ck_assert_int_eq(rmr_wire_decode_hello(&d, &hd, why, sizeof(why)), 0);
+	ck_assert_uint_eq(hd.flags, RMR_HELLO_AUTH);
+	ck_assert_mem_eq(hd.nonce, h.nonce, RMR_NONCE_LEN);
+	/* A key but no nonce. */
+	memset(w->nonce, 0, sizeof(w->nonce));
+	ck_assert_int_eq(rmr_wire_decode_hello(&d, &hd, why, sizeof(why)), -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(why, "nonce"));
+	/* A nonce but no key. */
+	h.flags = 0;
+	rmr_wire_encode_hello(w, &h);
+	ck_assert_int_eq(rmr_wire_decode_hello(&d, &hd, why, sizeof(why)), -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(why, "nonce"));
+	/* Neither: an open hello. */
+	memset(h.nonce, 0, sizeof(h.nonce));
+	rmr_wire_encode_hello(w, &h);
+	ck_assert_int_eq(rmr_wire_decode_hello(&d, &hd, why, sizeof(why)), 0);
+	/* A member still may not take over. */
+	h.flags = RMR_HELLO_TAKEOVER;
+	rmr_wire_encode_hello(w, &h);
+	ck_assert_int_eq(rmr_wire_decode_hello(&d, &hd, why, sizeof(why)), -EBADMSG);
+}
+END_TEST
+
+static size_t put_auth(unsigned type, const struct rmr_auth *a, int status)
+{
+	struct rmr_msg m = sample(type, sizeof(struct rmr_wire_auth));
+
+	m.op = 0;
+	m.op_flags = 0;
+	m.slot = 0;
+	m.seq = 0;
+	m.addr = 0;
+	m.len = 0;
+	m.status = status;
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+	rmr_wire_encode_auth((void *)(buf + sizeof(struct rmr_wire_hdr)), a);
+	return sizeof(struct rmr_wire_hdr) + sizeof(struct rmr_wire_auth);
+}
+
+/* CHALLENGE and AUTH: exactly one rmr_wire_auth, every other field checked. */
+START_TEST(auth_messages)
+{
+	struct rmr_auth a, ad;
+	struct rmr_msg d;
+	struct rmr_wire_hdr *hdr = (void *)buf;
+	size_t len;
+	char why[128];
+
+	ck_assert_uint_eq(sizeof(struct rmr_wire_auth), 64);
+	rmr_auth_nonce(a.nonce);
+	memset(a.proof, 0x5a, sizeof(a.proof));
+	len = put_auth(RMR_MSG_CHALLENGE, &a, 0);
+	ck_assert_int_eq(decode(len, &d), 0);
+	ck_assert_int_eq(rmr_wire_decode_auth(&d, &ad, why, sizeof(why)), 0);
+	ck_assert_mem_eq(ad.nonce, a.nonce, RMR_NONCE_LEN);
+	ck_assert_mem_eq(ad.proof, a.proof, RMR_PROOF_LEN);
+	/* A challenge is never a refusal, nor short, nor with a range or slot. */
+	put_auth(RMR_MSG_CHALLENGE, &a, -EACCES);
+	ck_assert_int_eq(decode(len, &d), -EBADMSG);
+	put_auth(RMR_MSG_CHALLENGE, &a, 0);
+	ck_assert_int_eq(decode(len - 1, &d), -EBADMSG);
+	hdr->slot = cpu_to_le32(1);
+	ck_assert_int_eq(decode(len, &d), -EBADMSG);
+	put_auth(RMR_MSG_CHALLENGE, &a, 0);
+	hdr->len = cpu_to_le32(1);
+	ck_assert_int_eq(decode(len, &d), -EBADMSG);
+	/* ... nor without a nonce. */
+	memset(a.nonce, 0, sizeof(a.nonce));
+	put_auth(RMR_MSG_CHALLENGE, &a, 0);
+	ck_assert_int_eq(decode(len, &d), 0);
+	ck_assert_int_eq(rmr_wire_decode_auth(&d, &ad, why, sizeof(why)), -EBADMSG);
+
+	/* AUTH: the proof, its nonce field zero. */
+	put_auth(RMR_MSG_AUTH, &a, 0);
+	ck_assert_int_eq(decode(len, &d), 0);
+	ck_assert_int_eq(rmr_wire_decode_auth(&d, &ad, why, sizeof(why)), 0);
+	ck_assert_mem_eq(ad.proof, a.proof, RMR_PROOF_LEN);
+	a.nonce[3] = 1;
+	put_auth(RMR_MSG_AUTH, &a, 0);
+	ck_assert_int_eq(decode(len, &d), 0);
+	ck_assert_int_eq(rmr_wire_decode_auth(&d, &ad, why, sizeof(why)), -EBADMSG);
+	put_auth(RMR_MSG_AUTH, &a, -1);
+	ck_assert_int_eq(decode(len, &d), -EBADMSG); /* a request carries no status */
+	memset(a.nonce, 0, sizeof(a.nonce));
+	put_auth(RMR_MSG_AUTH, &a, 0);
+	ck_assert_int_eq(decode(len + 1, &d), -EBADMSG);
+	hdr->op = cpu_to_le16(1);
+	ck_assert_int_eq(decode(len, &d), -EBADMSG);
+	/* Only CHALLENGE and AUTH carry one. */
+	put_auth(RMR_MSG_AUTH, &a, 0);
+	ck_assert_int_eq(decode(len, &d), 0);
+	d.type = RMR_MSG_HELLO;
+	ck_assert_int_eq(rmr_wire_decode_auth(&d, &ad, why, sizeof(why)), -EBADMSG);
+}
+END_TEST
+
+/* A proof checks only under its key, for its side and everything it binds. */
+START_TEST(auth_proofs_bind_everything)
+{
+	uint8_t key[RMR_KEY_LEN], other[RMR_KEY_LEN], proof[RMR_PROOF_LEN];
+	struct rmr_auth_ctx ctx, x;
+
+	ck_assert_int_eq(rmr_auth_init(), 0);
+	memset(key, 7, sizeof(key));
+	memcpy(other, key, sizeof(other));
+	other[31] ^= 1;
+	memset(&ctx, 0, sizeof(ctx));
+	rmr_auth_nonce(ctx.initiator_nonce);
+	rmr_auth_nonce(ctx.member_nonce);
+	memset(ctx.pool_uuid.b, 0xab, sizeof(ctx.pool_uuid.b));
+	ctx.role = RMR_ROLE_PEER;
+	ctx.initiator_id = 2;
+	ctx.member_id = 1;
+
+	rmr_auth_proof(key, RMR_AUTH_MEMBER, &ctx, proof);
+	ck_assert(rmr_auth_check(key, RMR_AUTH_MEMBER, &ctx, proof));
+	ck_assert(!rmr_auth_check(other, RMR_AUTH_MEMBER, &ctx, proof));
+	/* Not reflected as the other side's proof. */
+	ck_assert(!rmr_auth_check(key, RMR_AUTH_INITIATOR, &ctx, proof));
+	x = ctx;
+	x.initiator_nonce[0] ^= 1;
+	ck_assert(!rmr_auth_check(key, RMR_AUTH_MEMBER, &x, proof));
+	x = ctx;
+	x.member_nonce[31] ^= 1;
+	ck_assert(!rmr_auth_check(key, RMR_AUTH_MEMBER, &x, proof));
+	x = ctx;
+	x.pool_uuid.b[5] ^= 1;
+	ck_assert(!rmr_auth_check(key, RMR_AUTH_MEMBER, &x, proof));
+	x = ctx;
+	x.role = RMR_ROLE_CLIENT;
+	ck_assert(!rmr_auth_check(key, RMR_AUTH_MEMBER, &x, proof));
+	x = ctx;
+	x.initiator_id = 3;
+	ck_assert(!rmr_auth_check(key, RMR_AUTH_MEMBER, &x, proof));
+	x = ctx;
+	x.member_id = 3;
+	ck_assert(!rmr_auth_check(key, RMR_AUTH_MEMBER, &x, proof));
+	/* The initiator's proof differs from the member's. */
+	{
+		uint8_t ip[RMR_PROOF_LEN];
+
+		rmr_auth_proof(key, RMR_AUTH_INITIATOR, &ctx, ip);
+		ck_assert(memcmp(ip, proof, sizeof(ip)) != 0);
+		ck_assert(rmr_auth_check(key, RMR_AUTH_INITIATOR, &ctx, ip));
+	}
+	/* Nonces are fresh. */
+	memcpy(x.initiator_nonce, ctx.initiator_nonce, RMR_NONCE_LEN);
+	rmr_auth_nonce(x.initiator_nonce);
+	ck_assert(memcmp(x.initiator_nonce, ctx.initiator_nonce, RMR_NONCE_LEN) != 0);
+}
+END_TEST
+
 START_TEST(recovery_message_names)
 {
 	ck_assert_str_eq(rmr_msg_type_name(11), "MAP_PULL");
@@ -454,7 +625,9 @@ START_TEST(recovery_message_names)
 	ck_assert_str_eq(rmr_msg_type_name(24), "MAP_MARK_RSP");
 	ck_assert_str_eq(rmr_msg_type_name(25), "MEMBERSHIP");
 	ck_assert_str_eq(rmr_msg_type_name(26), "MEMBERSHIP_RSP");
-	ck_assert_str_eq(rmr_msg_type_name(27), "UNKNOWN");
+	ck_assert_str_eq(rmr_msg_type_name(27), "CHALLENGE");
+	ck_assert_str_eq(rmr_msg_type_name(28), "AUTH");
+	ck_assert_str_eq(rmr_msg_type_name(29), "UNKNOWN");
 }
 END_TEST
 
@@ -878,6 +1051,9 @@ int main(void)
 	tcase_add_test(tc, read_argument_and_short_answer);
 	tcase_add_test(tc, verify_messages);
 	tcase_add_test(tc, recovery_message_names);
+	tcase_add_test(tc, hello_auth_fields);
+	tcase_add_test(tc, auth_messages);
+	tcase_add_test(tc, auth_proofs_bind_everything);
 	tcase_add_test(tc, recovery_messages_round_trip);
 	tcase_add_test(tc, recovery_messages_edge_cases_accepted);
 	tcase_add_test(tc, recovery_messages_refuse_bad_headers);
