@@ -34,7 +34,7 @@ enum section { SEC_NONE = -1, SEC_POOL = 0, SEC_CLIENT = 1, SEC_MEMBER0 = 2 };
 enum key_id {
 	/* [pool] */
 	K_NAME, K_UUID, K_SIZE, K_CHUNK, K_TRANSPORT, K_PROVIDER, K_MIN_LEGS, K_QUEUE_DEPTH,
-	K_SYNC_QUEUE_DEPTH, K_RESYNC_RATE, K_HEARTBEAT, K_FAILURE, K_REQUEST,
+	K_SYNC_QUEUE_DEPTH, K_RESYNC_RATE, K_HEARTBEAT, K_FAILURE, K_REQUEST, K_KEY_FILE,
 	/* [member ID] */
 	K_ADDRESS, K_STORE, K_MEMBER_CONTROL,
 	/* [client] */
@@ -61,6 +61,7 @@ static const struct key_def {
 	[K_HEARTBEAT] = { "heartbeat_ms", IN_POOL },
 	[K_FAILURE] = { "failure_timeout_ms", IN_POOL },
 	[K_REQUEST] = { "request_timeout_ms", IN_POOL },
+	[K_KEY_FILE] = { "key_file", IN_POOL },
 	[K_ADDRESS] = { "address", IN_MEMBER },
 	[K_STORE] = { "store", IN_MEMBER },
 	[K_MEMBER_CONTROL] = { "control", IN_MEMBER },
@@ -271,6 +272,10 @@ static int set_value(struct parser *p, enum key_id k, const char *v)
 		return set_uint(p, key, v, 20, 600000, &c->failure_timeout_ms);
 	case K_REQUEST:
 		return set_uint(p, key, v, 100, 3600000, &c->request_timeout_ms);
+	case K_KEY_FILE:
+		/* Relative: to the pool file's directory (resolved in check_whole). */
+		c->key_file_set = true;
+		return set_str(p, key, c->key_file, sizeof(c->key_file), v);
 	case K_ADDRESS:
 		return set_address(p, key, m->address, sizeof(m->address), v);
 	case K_STORE:
@@ -425,6 +430,36 @@ static unsigned line_of(const struct parser *p, int sec, enum key_id k)
 	return p->cfg->members[sec - SEC_MEMBER0].line;
 }
 
+/*
+ * The key file: as given if absolute, else in the pool file's directory
+ * (NAME.key there when the file names none). A pool file read from "-" is
+ * in the current directory.
+ */
+static int resolve_key_file(struct parser *p)
+{
+	struct brmr_config *c = p->cfg;
+	char rel[BRMR_CONFIG_PATH_MAX + 1];
+	const char *slash = strrchr(p->file, '/');
+	int dirlen = slash ? (int)(slash - p->file) : 0;
+	int n;
+
+	if (c->key_file_set)
+		snprintf(rel, sizeof(rel), "%s", c->key_file);
+	else
+		snprintf(rel, sizeof(rel), "%s.key", c->name);
+	if (rel[0] == '/')
+		return 0;
+	if (!slash || !strcmp(p->file, "-"))
+		n = snprintf(c->key_file, sizeof(c->key_file), "%s", rel);
+	else if (dirlen == 0)
+		n = snprintf(c->key_file, sizeof(c->key_file), "/%s", rel);
+	else
+		n = snprintf(c->key_file, sizeof(c->key_file), "%.*s/%s", dirlen, p->file, rel);
+	if (n < 0 || (size_t)n >= sizeof(c->key_file))
+		return fail_at(p, line_of(p, SEC_POOL, K_KEY_FILE), "key_file: the path is too long");
+	return 0;
+}
+
 static int check_whole(struct parser *p)
 {
 	struct brmr_config *c = p->cfg;
@@ -500,7 +535,7 @@ static int check_whole(struct parser *p)
 	if (c->client_socket[0] && !strcmp(c->client_socket, c->client_control))
 		return fail_at(p, line_of(p, SEC_CLIENT, K_SOCKET),
 			       "the NBD socket and the control socket are both %s", c->client_socket);
-	return 0;
+	return resolve_key_file(p);
 }
 
 BRMR_EXPORT int brmr_config_parse(const char *file, const char *buf, size_t len,

@@ -939,6 +939,7 @@ int store_pool_params(const struct brmr_store *s, const struct brmr_serve_opts *
 	params->resync_rate = so.resync_rate;
 	params->replace = so.replace;
 	params->no_activity_log = so.no_activity_log;
+	params->key = so.key;
 	return 0;
 }
 

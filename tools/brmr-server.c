@@ -50,6 +50,8 @@ struct served {
 	struct brmr_config *conf;               /* NULL for --store */
 	const char *member_arg;                 /* --member: "ID" or "auto" */
 	const struct brmr_config_member *m;     /* the member, once resolved */
+	bool keyed;                             /* @key holds the pool key */
+	uint8_t key[RMR_KEY_LEN];
 };
 
 struct server_cfg {
@@ -61,6 +63,7 @@ struct server_cfg {
 	const char *control;
 	const char *ready_file;
 	const char *pid_file;
+	const char *key_file;       /* --key-file: the key of every pool served */
 	unsigned queue_depth;
 	unsigned sync_queue_depth;  /* 0: the pool file's, else the default */
 	uint64_t resync_rate;       /* bytes per second, 0 = unlimited */
@@ -95,6 +98,9 @@ static void usage(FILE *f)
 		"  --control PATH       unix control socket (mode 0600): 'status text|json|prometheus',\n"
 		"                       'events', 'events now', 'fault on|off' (fail every store's\n"
 		"                       data I/O with EIO); default the first member's from its file\n"
+		"  --key-file PATH      the pool key (mode 0600, made by brmrctl create) of every\n"
+		"                       pool served; default each pool file's key_file (NAME.key\n"
+		"                       next to it); none: an open pool, with a warning\n"
 		"  --ready-file PATH    write \"ready\" to PATH once serving\n"
 		"  --pid-file PATH      write the process id to PATH\n"
 		"  --queue-depth N      most requests per session (1..1024, default 128)\n"
@@ -341,12 +347,40 @@ static int add_pool_file(struct server_cfg *cfg, const char *file, const char *p
 	return -1;
 }
 
+/*
+ * The pool keys: --key-file for every pool, else each pool file's. A key
+ * file that is open to others, malformed or (named and) missing stops the
+ * start: serving such a pool open would let anyone in.
+ * @return -1 to go on, or the exit status.
+ */
+static int load_keys(struct server_cfg *cfg)
+{
+	char err[1280];
+
+	for (unsigned i = 0; i < cfg->nserved; i++) {
+		struct served *sv = &cfg->served[i];
+		int ret;
+
+		if (cfg->key_file)
+			ret = brmr_key_load(cfg->key_file, sv->key, err, sizeof(err));
+		else if (sv->conf)
+			ret = brmr_config_key(sv->conf, sv->key, &sv->keyed, err, sizeof(err));
+		else
+			continue;
+		if (ret < 0)
+			return config_error("%s", err);
+		if (cfg->key_file)
+			sv->keyed = true;
+	}
+	return -1;
+}
+
 /* @return -1 to go on, or the exit status. */
 static int parse_args(int argc, char **argv, struct server_cfg *cfg)
 {
 	enum { O_LISTEN = 256, O_STORE, O_PROVIDER, O_TRANSPORT, O_CONTROL, O_READY,
 	       O_PID, O_QD, O_SYNC_QD, O_RESYNC_RATE, O_REPLACE, O_NO_AL, O_VERBOSE, O_HELP,
-	       O_CONFIG, O_POOL, O_MEMBER, O_SYSLOG };
+	       O_CONFIG, O_POOL, O_MEMBER, O_SYSLOG, O_KEY_FILE };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
 		{ "store", required_argument, NULL, O_STORE },
@@ -357,6 +391,7 @@ static int parse_args(int argc, char **argv, struct server_cfg *cfg)
 		{ "transport", required_argument, NULL, O_TRANSPORT },
 		{ "control", required_argument, NULL, O_CONTROL },
 		{ "ready-file", required_argument, NULL, O_READY },
+		{ "key-file", required_argument, NULL, O_KEY_FILE },
 		{ "pid-file", required_argument, NULL, O_PID },
 		{ "queue-depth", required_argument, NULL, O_QD },
 		{ "sync-queue-depth", required_argument, NULL, O_SYNC_QD },
@@ -415,6 +450,9 @@ static int parse_args(int argc, char **argv, struct server_cfg *cfg)
 			break;
 		case O_READY:
 			cfg->ready_file = optarg;
+			break;
+		case O_KEY_FILE:
+			cfg->key_file = optarg;
 			break;
 		case O_PID:
 			cfg->pid_file = optarg;
@@ -481,7 +519,7 @@ static int parse_args(int argc, char **argv, struct server_cfg *cfg)
 		for (unsigned j = 0; j < i; j++)
 			if (!strcmp(cfg->served[i].path, cfg->served[j].path))
 				return usage_error("store %s is named twice", cfg->served[i].path);
-	return -1;
+	return load_keys(cfg);
 }
 
 /* Write @p text to @p path atomically: PATH.tmp, then rename. */
@@ -646,6 +684,7 @@ int main(int argc, char **argv)
 				       : sv->conf->resync_rate,
 			.replace = cfg.replace,
 			.no_activity_log = cfg.no_activity_log,
+			.key = sv->keyed ? sv->key : NULL,
 		};
 		char uuid[37];
 
@@ -727,7 +766,9 @@ out:
 		unlink(cfg.pid_file);
 	if (sfd >= 0)
 		close(sfd);
-	for (unsigned i = 0; i < cfg.nserved; i++)
+	for (unsigned i = 0; i < cfg.nserved; i++) {
 		free(cfg.served[i].conf);
+		explicit_bzero(cfg.served[i].key, sizeof(cfg.served[i].key));
+	}
 	return rc;
 }

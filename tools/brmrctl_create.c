@@ -41,9 +41,14 @@ static void create_usage(FILE *f)
 		"                         block device); ADDR is everything between the first\n"
 		"                         and last comma\n"
 		"  --force                overwrite stores that already hold data\n"
+		"  --key-file PATH        the pool key to create (mode 0600; an existing key\n"
+		"                         file is checked and kept); default with a pool file\n"
+		"                         its key_file (NAME.key next to it), without one none\n"
 		"\n"
 		"With a pool file, --name, --size, --chunk and --uuid are refused: a store\n"
-		"formatted unlike the file would not serve the pool the file describes.\n",
+		"formatted unlike the file would not serve the pool the file describes. The\n"
+		"key file proves membership of the pool: copy it to every host of the pool\n"
+		"with the pool file, readable by the daemons' user alone.\n",
 		RMR_NAME_MAX, RMR_MAX_MEMBER_ID);
 }
 
@@ -226,12 +231,39 @@ static int format_stores(struct pool_spec *sp, unsigned only, bool force, bool r
 	return 0;
 }
 
+/*
+ * The pool key at @path: created if there is none, else checked and kept
+ * (a second host's create must not replace the key the others hold).
+ */
+static int ensure_key(const char *path)
+{
+	uint8_t key[RMR_KEY_LEN];
+	char err[1280];
+	int ret;
+
+	ret = brmr_key_create(path, err, sizeof(err));
+	if (ret == 0) {
+		printf("key file %s: created (mode 0600); copy it to every host of the pool\n",
+		       path);
+		return 0;
+	}
+	if (ret != -EEXIST)
+		return die(1, "%s", err);
+	ret = brmr_key_load(path, key, err, sizeof(err));
+	explicit_bzero(key, sizeof(key));
+	if (ret < 0)
+		return die(1, "%s", err);
+	printf("key file %s: exists, kept\n", path);
+	return 0;
+}
+
 /* create, or (@replace_mode) format one member's store of an existing pool. */
 static int create_or_replace(int argc, char **argv, bool replace_mode)
 {
 	enum { O_NAME = 256, O_SIZE, O_CHUNK, O_UUID, O_MEMBER, O_FORCE, O_ONLY, O_HELP,
-	       O_CONFIG, O_POOL };
+	       O_CONFIG, O_POOL, O_KEY_FILE };
 	static const struct option opts[] = {
+		{ "key-file", required_argument, NULL, O_KEY_FILE },
 		{ "member-id", required_argument, NULL, O_ONLY },
 		{ "config", required_argument, NULL, O_CONFIG },
 		{ "pool", required_argument, NULL, O_POOL },
@@ -245,7 +277,7 @@ static int create_or_replace(int argc, char **argv, bool replace_mode)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct pool_spec sp = { .chunk = 128 * 1024 };
-	const char *uuid_arg = NULL, *config = NULL, *pool = NULL;
+	const char *uuid_arg = NULL, *config = NULL, *pool = NULL, *key_file = NULL;
 	const char *member_args[RMR_MAX_MEMBERS];
 	struct brmr_config *file = NULL;
 	uint64_t size = 0, chunk = 128 * 1024;
@@ -264,6 +296,11 @@ static int create_or_replace(int argc, char **argv, bool replace_mode)
 			if (replace_mode)
 				return bad_option(argc, argv);
 			pool = optarg;
+			break;
+		case O_KEY_FILE:
+			if (replace_mode)
+				return bad_option(argc, argv);
+			key_file = optarg;
 			break;
 		case O_NAME:
 			sp.name = optarg;
@@ -340,6 +377,8 @@ static int create_or_replace(int argc, char **argv, bool replace_mode)
 		}
 		spec_from_file(&sp, file);
 		ret = format_stores(&sp, only, force, false);
+		if (ret == 0)
+			ret = ensure_key(key_file ? key_file : file->key_file);
 		free(file);
 		return ret;
 	}
@@ -385,7 +424,10 @@ static int create_or_replace(int argc, char **argv, bool replace_mode)
 			return die(EXIT_USAGE, "bad --uuid '%s'", uuid_arg);
 		sp.have_uuid = true;
 	}
-	return format_stores(&sp, only, force, replace_mode);
+	ret = format_stores(&sp, only, force, replace_mode);
+	if (ret == 0 && key_file)
+		ret = ensure_key(key_file);
+	return ret;
 }
 
 int cmd_create(int argc, char **argv)

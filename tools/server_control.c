@@ -118,12 +118,28 @@ static void ev_verify(void *priv, const char *pool, uint64_t done, uint64_t tota
 	publish(ctl, &l);
 }
 
+/* librmr logged the refusal already (one line each): only the event here. */
+static void ev_auth_refused(void *priv, const char *pool, const char *role, uint16_t claimed_id,
+			    const char *reason)
+{
+	struct server_ctl *ctl = priv;
+	struct evline l;
+
+	evline_begin(&l, ROLE, "change", "auth_refused", pool);
+	evline_u64(&l, "member", pool ? member_of(ctl, pool) : 0);
+	evline_str(&l, "peer_role", role);
+	evline_u64(&l, "claimed_id", claimed_id);
+	evline_str(&l, "reason", reason);
+	publish(ctl, &l);
+}
+
 const struct rmr_server_events server_ctl_events = {
 	.size = sizeof(server_ctl_events),
 	.dirty_tracking = ev_dirty,
 	.resync_progress = ev_resync,
 	.map_update = ev_map_update,
 	.verify_progress = ev_verify,
+	.auth_refused = ev_auth_refused,
 };
 
 /*

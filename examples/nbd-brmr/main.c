@@ -67,6 +67,9 @@ struct config {
 	bool verbose;
 	bool syslog;
 	struct brmr_config *file; /* the pool file, or NULL */
+	const char *key_file;   /* --key-file */
+	bool keyed;             /* @key holds the pool key */
+	uint8_t key[RMR_KEY_LEN];
 };
 
 static void usage(FILE *f)
@@ -93,6 +96,9 @@ static void usage(FILE *f)
 		"      --takeover           take the pool over from the writer that holds it\n"
 		"                           (failover): the members fence the old writer; without\n"
 		"                           it, a pool another live writer holds is refused\n"
+		"      --key-file PATH      the pool key (mode 0600, made by brmrctl create);\n"
+		"                           default the pool file's key_file (NAME.key next to\n"
+		"                           it); without one the members must be an open pool\n"
 		"\n"
 		"NBD:\n"
 		"  -s, --socket PATH        listen on a unix socket, mode 0600\n"
@@ -238,6 +244,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		{ "queue-depth", required_argument, NULL, 'q' },
 		{ "min-legs", required_argument, NULL, 'L' },
 		{ "takeover", no_argument, NULL, 'K' },
+		{ "key-file", required_argument, NULL, 'k' },
 		{ "config", required_argument, NULL, 'C' },
 		{ "syslog", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -304,6 +311,9 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		case 'K':
 			cfg->takeover = true;
 			break;
+		case 'k':
+			cfg->key_file = optarg;
+			break;
 		case 'C':
 			config_arg = optarg;
 			break;
@@ -346,6 +356,22 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		usage_error("--socket and --tcp exclude each other");
 	if (!cfg->export_name)
 		cfg->export_name = cfg->pool;
+	/* A key file open to others, malformed or named and missing: no start. */
+	if (cfg->key_file || cfg->file) {
+		char err[1280];
+		int ret;
+
+		if (cfg->key_file)
+			ret = brmr_key_load(cfg->key_file, cfg->key, err, sizeof(err));
+		else
+			ret = brmr_config_key(cfg->file, cfg->key, &cfg->keyed, err, sizeof(err));
+		if (ret < 0) {
+			fprintf(stderr, "nbd-brmr: %s\n", err);
+			exit(EXIT_USAGE);
+		}
+		if (cfg->key_file)
+			cfg->keyed = true;
+	}
 
 	if (!cfg->tcp) {
 		char *def = NULL;
@@ -598,6 +624,7 @@ int main(int argc, char **argv)
 	o.members = cfg->members;
 	o.min_legs = cfg->min_legs;
 	o.takeover = cfg->takeover;
+	o.key = cfg->keyed ? cfg->key : NULL;
 	if (cfg->file) {
 		/* The members must be of this pool, not just of this name. */
 		o.pool_uuid = &cfg->file->uuid;

@@ -202,6 +202,8 @@ struct brmr_serve_opts {
 	uint64_t resync_rate;         /**< resync bytes per second, 0 = unlimited */
 	bool replace;                 /**< a blank replacement member: see rmr_pool_params.replace */
 	bool no_activity_log;         /**< measurement only: see rmr_pool_params.no_activity_log */
+	/** the pool key, #RMR_KEY_LEN bytes, or NULL: see rmr_pool_params.key */
+	const uint8_t *key;
 };
 
 /**
