@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <rmr/brmr.h>
@@ -344,6 +345,125 @@ START_TEST(api_edges)
 }
 END_TEST
 
+/* key_file: relative to the pool file's directory; default NAME.key there. */
+START_TEST(key_file_paths)
+{
+	cfg.size = sizeof(cfg);
+	ck_assert_int_eq(brmr_config_parse("/etc/brmr/pools.d/vol1.conf", POOL M1,
+					   strlen(POOL M1), &cfg, err, sizeof(err)), 0);
+	ck_assert_str_eq(cfg.key_file, "/etc/brmr/pools.d/vol1.key");
+	ck_assert(!cfg.key_file_set);
+	cfg.size = sizeof(cfg);
+	ck_assert_int_eq(brmr_config_parse("/etc/p.conf", POOL "key_file = k/x.key\n" M1,
+					   strlen(POOL "key_file = k/x.key\n" M1), &cfg, err,
+					   sizeof(err)), 0);
+	ck_assert_str_eq(cfg.key_file, "/etc/k/x.key");
+	ck_assert(cfg.key_file_set);
+	ck_assert_int_eq(parse(POOL "key_file = /srv/vol1.key\n" M1), 0);
+	ck_assert_str_eq(cfg.key_file, "/srv/vol1.key");
+	ck_assert_int_eq(parse(POOL M1), 0);
+	ck_assert_str_eq(cfg.key_file, "vol1.key");
+	refused(POOL "key_file =\n" M1, 5, "empty value");
+	refused(POOL M1 "key_file = a\n", 8, "belongs in a [pool] section");
+}
+END_TEST
+
+static void write_key(const char *path, const char *text, mode_t mode)
+{
+	FILE *f = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	ck_assert_int_eq(chmod(path, mode), 0);
+}
+
+/* Key files: made 0600 and never overwritten; read back; every bad one refused. */
+START_TEST(key_files)
+{
+	char dir[] = "/tmp/brmr-key-test.XXXXXX", path[256], other[256], text[80];
+	uint8_t key[RMR_KEY_LEN], again[RMR_KEY_LEN];
+	struct stat st;
+	bool have;
+	FILE *f;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/vol1.key", dir);
+	snprintf(other, sizeof(other), "%s/other.key", dir);
+
+	/* Made with mode 0600 whatever the umask, 64 hex digits and a newline. */
+	umask(0);
+	ck_assert_int_eq(brmr_key_create(path, err, sizeof(err)), 0);
+	umask(022);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 0777, 0600);
+	ck_assert_uint_eq(st.st_size, BRMR_KEY_FILE_LEN);
+	ck_assert_int_eq(brmr_key_load(path, key, err, sizeof(err)), 0);
+	/* Never overwritten. */
+	ck_assert_int_eq(brmr_key_create(path, err, sizeof(err)), -EEXIST);
+	ck_assert_int_eq(brmr_key_load(path, again, err, sizeof(err)), 0);
+	ck_assert_mem_eq(key, again, RMR_KEY_LEN);
+	/* Two keys differ. */
+	ck_assert_int_eq(brmr_key_create(other, err, sizeof(err)), 0);
+	ck_assert_int_eq(brmr_key_load(other, again, err, sizeof(err)), 0);
+	ck_assert(memcmp(key, again, RMR_KEY_LEN) != 0);
+
+	/* Readable by group or others: refused, naming the file and the mode. */
+	ck_assert_int_eq(chmod(path, 0644), 0);
+	ck_assert_int_eq(brmr_key_load(path, key, err, sizeof(err)), -EPERM);
+	ck_assert_ptr_nonnull(strstr(err, path));
+	ck_assert_ptr_nonnull(strstr(err, "mode 0644"));
+	ck_assert_ptr_null(strchr(err, '\n'));
+	ck_assert_int_eq(chmod(path, 0640), 0);
+	ck_assert_int_eq(brmr_key_load(path, key, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(chmod(path, 0400), 0);
+	ck_assert_int_eq(brmr_key_load(path, key, err, sizeof(err)), 0);
+
+	/* Contents: length, characters, trailing bytes. */
+	memset(text, 'a', 64);
+	text[64] = '\0';
+	write_key(other, text, 0600); /* no newline: accepted */
+	ck_assert_int_eq(brmr_key_load(other, key, err, sizeof(err)), 0);
+	ck_assert_uint_eq(key[0], 0xaa);
+	text[63] = '\0';
+	write_key(other, text, 0600);
+	ck_assert_int_eq(brmr_key_load(other, key, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "not a pool key"));
+	memset(text, 'a', 64);
+	text[10] = 'g';
+	strcpy(text + 64, "\n");
+	write_key(other, text, 0600);
+	ck_assert_int_eq(brmr_key_load(other, key, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "character 11"));
+	text[10] = 'a';
+	strcpy(text + 64, "\n\n");
+	write_key(other, text, 0600);
+	ck_assert_int_eq(brmr_key_load(other, key, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(brmr_key_load(dir, key, err, sizeof(err)), -EINVAL); /* a directory */
+	unlink(other);
+	ck_assert_int_eq(brmr_key_load(other, key, err, sizeof(err)), -ENOENT);
+	ck_assert_ptr_nonnull(strstr(err, other));
+
+	/* brmr_config_key: the default file absent is an open pool; named absent is an error. */
+	snprintf(text, sizeof(text), "%s/p.conf", dir);
+	f = fopen(text, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(POOL M1, f);
+	fclose(f);
+	cfg.size = sizeof(cfg);
+	ck_assert_int_eq(brmr_config_load(text, &cfg, err, sizeof(err)), 0);
+	ck_assert_int_eq(brmr_config_key(&cfg, key, &have, err, sizeof(err)), 0);
+	ck_assert(have); /* vol1.key, mode 0400 */
+	unlink(path);
+	ck_assert_int_eq(brmr_config_key(&cfg, key, &have, err, sizeof(err)), 0);
+	ck_assert(!have);
+	cfg.key_file_set = true;
+	ck_assert_int_eq(brmr_config_key(&cfg, key, &have, err, sizeof(err)), -ENOENT);
+	unlink(text);
+	rmdir(dir);
+}
+END_TEST
+
 START_TEST(load_files)
 {
 	char dir[] = "/tmp/brmr-config-test.XXXXXX", path[256];
@@ -452,6 +572,8 @@ int main(void)
 	tcase_add_test(tc, contradictions);
 	tcase_add_test(tc, api_edges);
 	tcase_add_test(tc, load_files);
+	tcase_add_test(tc, key_file_paths);
+	tcase_add_test(tc, key_files);
 	tcase_add_test(tc, random_input);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
