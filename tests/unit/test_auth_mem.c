@@ -707,6 +707,121 @@ START_TEST(unauthenticated_initiator_is_refused)
 }
 END_TEST
 
+/* --- a fake member: answers a hello with a proof it cannot make --- */
+
+static struct fake {
+	const struct rmr_transport_ops *tops;
+	void *tp;
+	struct rmr_conn *conn;
+	atomic_int hellos, auths;
+	_Alignas(8) uint8_t out[256];
+} fake;
+
+static void *fake_accepted(void *ctx, struct rmr_conn *conn)
+{
+	(void)ctx;
+	fake.conn = conn;
+	return &fake;
+}
+
+static void fake_recv(void *ctx, void *conn_ctx, void *buf, size_t len, void *rx)
+{
+	struct rmr_msg m;
+	char why[128];
+
+	(void)ctx;
+	(void)conn_ctx;
+	if (rmr_wire_decode(buf, len, &m, why, sizeof(why)) == 0 && m.type == RMR_MSG_HELLO) {
+		struct rmr_msg c = { .type = RMR_MSG_CHALLENGE, .pool_uuid = pool_uuid,
+				     .sender_id = 3, .payload_len = sizeof(struct rmr_wire_auth) };
+		struct iovec iov = { .iov_base = fake.out,
+				     .iov_len = sizeof(struct rmr_wire_hdr) + c.payload_len };
+		struct rmr_auth a;
+
+		atomic_fetch_add(&fake.hellos, 1);
+		rmr_auth_nonce(a.nonce);
+		rmr_auth_nonce(a.proof); /* not a proof of anything */
+		rmr_wire_encode((struct rmr_wire_hdr *)fake.out, &c);
+		rmr_wire_encode_auth((void *)(fake.out + sizeof(struct rmr_wire_hdr)), &a);
+		fake.tops->send(fake.tp, fake.conn, &iov, 1, &fake);
+	} else if (m.type == RMR_MSG_AUTH) {
+		atomic_fetch_add(&fake.auths, 1);
+	}
+	fake.tops->recv_release(fake.tp, fake.conn, rx);
+}
+
+static void fake_closed(void *ctx, void *conn_ctx, int reason)
+{
+	(void)ctx;
+	(void)conn_ctx;
+	(void)reason;
+	fake.tops->close(fake.tp, fake.conn);
+	fake.conn = NULL;
+}
+
+static const struct rmr_transport_events fake_events = {
+	.size = sizeof(fake_events),
+	.accepted = fake_accepted,
+	.recv = fake_recv,
+	.send_done = raw_send_done,
+	.closed = fake_closed,
+};
+
+struct open_call {
+	struct rmr_client *c;
+	int ret;
+};
+
+static void *open_thread(void *arg)
+{
+	struct open_call *oc = arg;
+
+	oc->ret = open_client(key_a, NULL, 3000, &oc->c);
+	return NULL;
+}
+
+/*
+ * The initiator checks the member's proof before it sends anything else: a
+ * member that answers with a proof it cannot make gets no AUTH (nothing the
+ * fake could replay elsewhere), and is counted and failed by the client.
+ */
+START_TEST(client_checks_member_proof_first)
+{
+	struct rmr_transport_params tp = {
+		.size = sizeof(tp), .max_msg = 4096, .rx_depth = 8, .tx_depth = 8, .name = "fake",
+	};
+	struct open_call oc = { 0 };
+	pthread_t th;
+	uint64_t refused;
+
+	member_start_as(0, 1, &pool_uuid, key_a);
+	member_start_as(1, 2, &pool_uuid, key_a);
+	memset(&fake, 0, sizeof(fake));
+	fake.tops = rmr_transport_find("mem");
+	ck_assert_int_eq(fake.tops->create(&tp, &fake_events, NULL, &fake.tp), 0);
+	ck_assert_int_eq(fake.tops->listen(fake.tp, members[2].addr), 0); /* "member 3" */
+	ck_assert_int_eq(pthread_create(&th, NULL, open_thread, &oc), 0);
+	for (int k = 0; k < 1500; k++) {
+		fake.tops->progress(fake.tp);
+		usleep(1000);
+	}
+	pthread_join(th, NULL);
+	ck_assert_int_eq(oc.ret, 0);
+	ck_assert_int_ge(atomic_load(&fake.hellos), 1);
+	ck_assert_int_eq(atomic_load(&fake.auths), 0);
+	ck_assert_uint_eq(normal_members(oc.c, &refused), 2);
+	ck_assert_uint_ge(refused, 1);
+	rmr_client_close(oc.c);
+	for (int k = 0; k < 50; k++) {
+		fake.tops->progress(fake.tp);
+		usleep(1000);
+	}
+	if (fake.conn)
+		fake.tops->close(fake.tp, fake.conn);
+	fake.tops->destroy(fake.tp);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("auth_mem");
@@ -722,6 +837,7 @@ int main(void)
 	tcase_add_test(tc, spoofed_member_id_is_refused);
 	tcase_add_test(tc, own_id_is_refused);
 	tcase_add_test(tc, unauthenticated_initiator_is_refused);
+	tcase_add_test(tc, client_checks_member_proof_first);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }
