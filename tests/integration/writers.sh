@@ -21,12 +21,14 @@ for id in 1 2 3; do
 	MEMBERS+=(--member "$(sed -n 's/^ADDR=//p' "$PDIR/m$id.env")")
 done
 
-# second_writer NAME ARGS...: start another nbd-brmr on the pool, in the
-# background; sets SECOND (its pid).
+# second_writer NAME ARGS...: start another nbd-brmr on the pool (members
+# named on the command line, so the pool key too), in the background; sets
+# SECOND (its pid).
 second_writer() {
 	local name=$1
 	shift
-	"$CLIENT" --pool local "${MEMBERS[@]}" --socket "$WORK/$name.sock" \
+	"$CLIENT" --pool local "${MEMBERS[@]}" --key-file "$PDIR/local.key" \
+		--socket "$WORK/$name.sock" \
 		--control "$WORK/$name.ctl" --ready-file "$WORK/$name.ready" "$@" \
 		>"$WORK/$name.log" 2>&1 &
 	SECOND=$!
