@@ -712,7 +712,9 @@ END_TEST
 static struct fake {
 	const struct rmr_transport_ops *tops;
 	void *tp;
-	struct rmr_conn *conn;
+	struct rmr_conn *conn;       /* the newest; all are closed at the end */
+	struct rmr_conn *conns[64];
+	unsigned nconns;
 	atomic_int hellos, auths;
 	_Alignas(8) uint8_t out[256];
 } fake;
@@ -720,17 +722,19 @@ static struct fake {
 static void *fake_accepted(void *ctx, struct rmr_conn *conn)
 {
 	(void)ctx;
-	fake.conn = conn;
-	return &fake;
+	if (fake.nconns == 64)
+		return NULL;
+	fake.conn = fake.conns[fake.nconns++] = conn;
+	return (void *)(uintptr_t)fake.nconns; /* its index + 1 */
 }
 
 static void fake_recv(void *ctx, void *conn_ctx, void *buf, size_t len, void *rx)
 {
+	struct rmr_conn *conn = fake.conns[(uintptr_t)conn_ctx - 1];
 	struct rmr_msg m;
 	char why[128];
 
 	(void)ctx;
-	(void)conn_ctx;
 	if (rmr_wire_decode(buf, len, &m, why, sizeof(why)) == 0 && m.type == RMR_MSG_HELLO) {
 		struct rmr_msg c = { .type = RMR_MSG_CHALLENGE, .pool_uuid = pool_uuid,
 				     .sender_id = 3, .payload_len = sizeof(struct rmr_wire_auth) };
@@ -743,20 +747,18 @@ static void fake_recv(void *ctx, void *conn_ctx, void *buf, size_t len, void *rx
 		rmr_auth_nonce(a.proof); /* not a proof of anything */
 		rmr_wire_encode((struct rmr_wire_hdr *)fake.out, &c);
 		rmr_wire_encode_auth((void *)(fake.out + sizeof(struct rmr_wire_hdr)), &a);
-		fake.tops->send(fake.tp, fake.conn, &iov, 1, &fake);
+		fake.tops->send(fake.tp, conn, &iov, 1, &fake);
 	} else if (m.type == RMR_MSG_AUTH) {
 		atomic_fetch_add(&fake.auths, 1);
 	}
-	fake.tops->recv_release(fake.tp, fake.conn, rx);
+	fake.tops->recv_release(fake.tp, conn, rx);
 }
 
 static void fake_closed(void *ctx, void *conn_ctx, int reason)
 {
 	(void)ctx;
 	(void)conn_ctx;
-	(void)reason;
-	fake.tops->close(fake.tp, fake.conn);
-	fake.conn = NULL;
+	(void)reason; /* closed by the test thread at the end */
 }
 
 static const struct rmr_transport_events fake_events = {
@@ -816,8 +818,8 @@ START_TEST(client_checks_member_proof_first)
 		fake.tops->progress(fake.tp);
 		usleep(1000);
 	}
-	if (fake.conn)
-		fake.tops->close(fake.tp, fake.conn);
+	for (unsigned i = 0; i < fake.nconns; i++)
+		fake.tops->close(fake.tp, fake.conns[i]);
 	fake.tops->destroy(fake.tp);
 }
 END_TEST
