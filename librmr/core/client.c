@@ -70,6 +70,15 @@ void client_note_missed(struct rmr_client *c, uint64_t ids)
 			c->ops.dirty_tracking(c->opts.priv, (uint16_t)id, true);
 }
 
+void client_note_unsettled(struct rmr_client *c, uint64_t ids)
+{
+	if (!(ids & ~c->unsettled_ids))
+		return;
+	c->unsettled_ids |= ids;
+	log_warn("pool=%s: a write failed everywhere after it was sent: members 0x%llx converge on one of them before they serve again",
+		 c->name, (unsigned long long)c->unsettled_ids);
+}
+
 int member_send(struct member *m, const struct iovec *iov, int iovcnt, void *op_ctx)
 {
 	struct rmr_client *c = m->c;
@@ -152,10 +161,12 @@ void member_drop_conn(struct member *m)
 
 static void check_open_done(struct rmr_client *c);
 static void finish_open(struct rmr_client *c);
+static void admit_waiting(struct rmr_client *c);
 
 void member_fail(struct member *m, const char *reason)
 {
 	struct rmr_client *c = m->c;
+	bool settle_lost;
 
 	member_drop_conn(m);
 	client_membership_member_lost(m);
@@ -174,7 +185,11 @@ void member_fail(struct member *m, const char *reason)
 	if (m->pulling)
 		c->map_ver++;
 	m->want_pull = m->pulling = false; /* writes thaw on the next tick */
-	m->reconciling = false;            /* the open picks another source */
+	/* The open, or a settling, picks another source. */
+	settle_lost = m->reconciling && c->settling;
+	if (settle_lost)
+		c->settling = false;
+	m->reconciling = false;
 	if (m->state != RMR_MEMBER_FAILED) {
 		if (m->state == RMR_MEMBER_NORMAL)
 			m->errors++;
@@ -185,6 +200,8 @@ void member_fail(struct member *m, const char *reason)
 	}
 	if (!c->closing && !c->fenced && !m->next_connect)
 		schedule_reconnect(m);
+	if (settle_lost)
+		admit_waiting(c);
 	/* A refusal by a live writer is retried until the open deadline: it may
 	 * be a crashed one whose session the member has not seen die yet. */
 	if (m->busy && c->opening)
@@ -212,6 +229,74 @@ void member_connect(struct member *m)
 
 /* --- admission --------------------------------------------------------- */
 
+/* Admit the members that waited for a settling source. */
+static void admit_waiting(struct rmr_client *c)
+{
+	for (unsigned i = 0; i < c->nmembers && !c->settling; i++) {
+		struct member *m = &c->members[i];
+
+		if (m->state == RMR_MEMBER_RECONNECTING && m->hello_done && !m->want_pull &&
+		    !m->pulling && !m->reconciling)
+			member_admit(m);
+	}
+}
+
+/*
+ * Writes of ours of unknown outcome may be on some members only, and no
+ * member is NORMAL to converge on: @m, back first, becomes the source. It
+ * marks the ranges of its activity log dirty for every other member, which
+ * then take its maps before they serve again.
+ */
+static void settle_from(struct member *m)
+{
+	struct rmr_client *c = m->c;
+	struct rmr_msg msg = {
+		.type = RMR_MSG_RECONCILE,
+		.pool_uuid = c->uuid,
+		.map_ver = c->map_ver,
+		.op_flags = RMR_RECONCILE_OWN,
+	};
+	uint64_t timeout = RMR_MAX((uint64_t)c->opts.request_timeout_ms, 30000);
+
+	m->pull.kind = SEND_CTRL;
+	rmr_wire_encode(&m->pull.hdr, &msg);
+	if (member_send_ctrl(m, &m->pull, 0) < 0) {
+		member_fail(m, "cannot send reconcile");
+		return;
+	}
+	m->reconciling = true;
+	c->settling = true;
+	m->pull_deadline = loop_now(c->loop) + timeout * NS_PER_MS;
+	log_notice("pool=%s member=%u addr=%s: writes of unknown outcome; members converge on this one",
+		   c->name, m->id, m->addr);
+}
+
+static void settle_done(struct member *m, const struct rmr_msg *msg)
+{
+	struct rmr_client *c = m->c;
+
+	c->settling = false;
+	if (msg->status == -EAGAIN) {
+		/* Still copying chunks in: another member, or it again later. */
+		snprintf(m->reason, sizeof(m->reason),
+			 "unknown writes; waits for a member holding every chunk");
+		m->settle_retry = loop_now(c->loop) + 100 * NS_PER_MS;
+		admit_waiting(c);
+		return;
+	}
+	if (msg->status < 0) {
+		member_fail(m, "reconcile failed");
+		return;
+	}
+	c->unsettled_ids &= ~(1ull << m->id);
+	m->map_ver = msg->map_ver;
+	c->map_ver = RMR_MAX(c->map_ver, msg->map_ver);
+	client_note_missed(c, msg->missed);
+	m->backoff_ms = 0;
+	member_set_state(m, RMR_MEMBER_NORMAL, "the source the others converge on");
+	admit_waiting(c);
+}
+
 /*
  * A member is admitted to I/O only if nobody knows it missed a write, or
  * once it took the dirty maps from a current member: it then copies what it
@@ -228,6 +313,19 @@ void member_admit(struct member *m)
 		return;
 	if (m->maintenance) {
 		member_set_state(m, RMR_MEMBER_MAINTENANCE, "reconnected; held out by the operator");
+		return;
+	}
+	if (c->settling)
+		return; /* admitted once the member chosen as source settled */
+	if ((c->unsettled_ids & (1ull << m->id)) && !(c->missed_ids & (1ull << m->id))) {
+		if (!client_normal_count(c)) {
+			if (loop_now(c->loop) >= m->settle_retry)
+				settle_from(m);
+			return;
+		}
+		m->want_pull = true;
+		snprintf(m->reason, sizeof(m->reason), "writes of unknown outcome; taking the dirty maps");
+		client_try_pulls(c);
 		return;
 	}
 	if ((c->missed_ids & (1ull << m->id)) || m->stale_al) {
@@ -249,6 +347,7 @@ static void send_pull(struct member *m, const struct member *src)
 		.pool_uuid = c->uuid,
 		.map_ver = c->map_ver,
 		.op = src->id,
+		.op_flags = (c->unsettled_ids & (1ull << m->id)) ? RMR_MAP_PULL_ABSORB : 0,
 	};
 	uint64_t timeout = RMR_MAX((uint64_t)c->opts.request_timeout_ms, 30000);
 
@@ -318,6 +417,7 @@ static void on_pull_rsp(struct member *m, const struct rmr_msg *msg)
 		member_fail(m, why);
 	} else {
 		c->missed_ids &= ~(1ull << m->id);
+		c->unsettled_ids &= ~(1ull << m->id);
 		m->stale_al = false;
 		if (c->ops.dirty_tracking)
 			c->ops.dirty_tracking(c->opts.priv, m->id, false);
@@ -382,6 +482,10 @@ static void on_reconcile_rsp(struct member *m, const struct rmr_msg *msg)
 	if (!m->reconciling)
 		return;
 	m->reconciling = false;
+	if (c->settling) {
+		settle_done(m, msg);
+		return;
+	}
 	if (msg->status < 0) {
 		member_fail(m, "reconcile failed");
 		return;
@@ -829,7 +933,7 @@ static void client_tick(void *ctx, uint64_t now)
 	struct rmr_client *c = ctx;
 	uint64_t hb = c->opts.heartbeat_ms * NS_PER_MS;
 	uint64_t silence = c->opts.failure_timeout_ms * NS_PER_MS;
-	bool want_pull;
+	bool want_pull, settle_due = false;
 
 	for (unsigned i = 0; i < c->nmembers; i++) {
 		struct member *m = &c->members[i];
@@ -862,9 +966,15 @@ static void client_tick(void *ctx, uint64_t now)
 			member_fail(m, "map update timed out");
 		}
 		want_pull |= m->want_pull;
+		if (m->settle_retry && now >= m->settle_retry) {
+			m->settle_retry = 0;
+			settle_due = true;
+		}
 	}
 	if (want_pull)
 		client_try_pulls(c);
+	if (settle_due && !c->settling)
+		admit_waiting(c);
 	client_membership_step(c, now);
 	if (c->opening && now >= c->open_deadline)
 		finish_open(c);

@@ -52,6 +52,7 @@ struct slot {
 	uint64_t failed_mask;    /* member indexes that failed it */
 	uint64_t tried_mask;     /* read: member indexes tried */
 	uint64_t missed_ids;     /* write: member ids recorded as missing it */
+	uint64_t holder_ids;     /* write: member ids that were sent it (may hold it) */
 	int first_err;
 	unsigned deps;           /* earlier overlapping writes still in progress */
 	bool has_dependents;
@@ -113,6 +114,7 @@ struct member {
 	uint16_t auth_id;            /* the member id its proof was for */
 	bool maintenance;            /* the operator holds it out of I/O */
 	bool want_pull;              /* missed writes: must take the maps before NORMAL */
+	uint64_t settle_retry;       /* ns: it could not be the source then (still copying) */
 	bool pulling;                /* MAP_PULL sent, no answer yet */
 	bool stale_al;               /* holds an activity log of a writer that crashed */
 	bool reconciling;            /* RECONCILE sent, no answer yet (uses @pull) */
@@ -161,6 +163,16 @@ struct rmr_client {
 	 * not needed.
 	 */
 	bool reconciled;
+	/*
+	 * Members that may hold writes of ours that no map records: every copy
+	 * of such a write failed, or nobody was left to record who missed it
+	 * (client_note_unsettled). Before they serve again they converge on one
+	 * member (member_admit): the first back marks its activity log dirty for
+	 * the others (RMR_RECONCILE_OWN); later ones mark their own log dirty
+	 * when they take the maps (RMR_MAP_PULL_ABSORB).
+	 */
+	uint64_t unsettled_ids;
+	bool settling;               /* that RECONCILE runs: admissions wait for it */
 	uint64_t writer_epoch;       /* highest the members granted */
 	bool fenced;                 /* a newer writer took the pool: every request fails */
 	unsigned nmembers;
@@ -203,6 +215,8 @@ void member_set_state(struct member *m, enum rmr_member_state to, const char *re
 void member_connect(struct member *m);
 void member_drop_conn(struct member *m);
 void member_admit(struct member *m);
+/* Writes of unknown outcome may be on members @ids, recorded nowhere. */
+void client_note_unsettled(struct rmr_client *c, uint64_t ids);
 int member_send_ctrl(struct member *m, struct ctrl_msg *cm, size_t body_len);
 /* Writes are held (a map pull or a membership change waits for them to drain). */
 static inline bool client_writes_held(const struct rmr_client *c)

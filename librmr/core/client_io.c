@@ -136,6 +136,7 @@ int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned fla
 	s->io.iov = s->iov;
 	s->data_len = (uint32_t)data_len;
 	s->legs_mask = s->ok_mask = s->failed_mask = s->tried_mask = s->missed_ids = 0;
+	s->holder_ids = 0;
 	s->first_err = 0;
 	s->deps = 0;
 	s->has_dependents = false;
@@ -306,6 +307,9 @@ static void dispatch_write(struct rmr_client *c, struct slot *s)
 	if (s->legs_mask & ~failed)
 		client_note_missed(c, s->missed_ids);
 	for (unsigned i = 0; i < nmem(c); i++)
+		if (s->legs_mask & ~failed & bit(i))
+			s->holder_ids |= bit(c->members[i].id);
+	for (unsigned i = 0; i < nmem(c); i++)
 		if (failed & bit(i))
 			member_fail(&c->members[i], "send failed");
 	if (!(s->legs_mask & ~failed)) {
@@ -453,8 +457,11 @@ static void start_map_add(struct rmr_client *c, struct slot *s, uint64_t new_mis
 			sent |= bit(i);
 	}
 	s->ok_mask = 0;
-	if (!sent)
+	if (!sent) {
+		/* Nobody holds the record of who missed it: members may differ. */
+		client_note_unsettled(c, s->holder_ids);
 		complete(c, s, -EIO);
+	}
 }
 
 static void finish_write_phase(struct rmr_client *c, struct slot *s)
@@ -491,10 +498,15 @@ static void finish_write_phase(struct rmr_client *c, struct slot *s)
 	s->ok_mask = ok;
 
 	if (s->phase == SLOT_MAP_ADD) {
+		if (!nok)
+			client_note_unsettled(c, s->holder_ids);
 		complete(c, s, nok >= c->opts.min_legs ? 0 : -EIO);
 		return;
 	}
 	if (!nok) {
+		/* Every copy failed, but a member may have applied it before. */
+		if (failed_ids)
+			client_note_unsettled(c, s->holder_ids);
 		complete(c, s, req_err ? req_err : (s->first_err ? s->first_err : -EIO));
 		return;
 	}

@@ -32,6 +32,15 @@ uint32_t map_transfer_serve(const struct srv_pool *p, void *buf, uint32_t cap, u
 
 		if (!m)
 			continue;
+		/* Each member's map starts with the version of its newest mark. */
+		if (*chunk == 0) {
+			struct rmr_map_range v = { .member_id = *id, .flags = RMR_MAP_RANGE_MARK_VER,
+						   .first = p->mark_ver[*id] };
+
+			if (n == max)
+				return n * sizeof(*w);
+			rmr_wire_encode_map_range(&w[n++], &v);
+		}
 		for (uint64_t c = dirty_map_next(m, *chunk, DIRTY_BIT); c != UINT64_MAX;
 		     c = dirty_map_next(m, c, DIRTY_BIT)) {
 			struct rmr_map_range r = { .member_id = *id, .first = c, .count = 0 };
@@ -109,7 +118,7 @@ static int pull_apply(struct srv_pool *p)
 			return ret;
 	}
 	/* Writes of a writer that crashed may have reached only this member. */
-	ret = pool_al_absorb(p, p->pull_writer);
+	ret = pool_al_absorb(p, p->pull_writer, p->pull_absorb_own);
 	if (ret < 0)
 		return ret;
 	if (before == 0 && dirty_map_count(own))
@@ -122,6 +131,12 @@ static int pull_apply(struct srv_pool *p)
 		/* A member added while the pull ran has no pulled map: it keeps its own. */
 		if (id == self || !old || !p->pull_maps[id])
 			continue;
+		/*
+		 * The source may not have heard yet what this member told us:
+		 * that it held every chunk, after all the marks sent for it.
+		 */
+		if (p->full_clear_ver[id] && p->pull_mark_ver[id] <= p->full_clear_ver[id])
+			dirty_map_clear_all(p->pull_maps[id]);
 		p->maps[id] = p->pull_maps[id];
 		p->pull_maps[id] = old;
 		if (!dirty_map_count(old) != !dirty_map_count(p->maps[id]))
@@ -133,8 +148,14 @@ static int pull_apply(struct srv_pool *p)
 	 * a newer version from the source could let a stale MAP_CLEAR pass.
 	 */
 	p->map_ver = RMR_MAX(p->map_ver, p->pull_map_ver);
+	/*
+	 * The pulled marks of a member are no newer than the version the source
+	 * sent for them: that member may clear them from that version on. Our
+	 * own, newer version would refuse its MAP_CLEARs forever when versions
+	 * ran ahead without marks for it (a failed pull, marks for another).
+	 */
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
-		p->mark_ver[id] = RMR_MAX(p->mark_ver[id], p->map_ver);
+		p->mark_ver[id] = RMR_MAX(p->mark_ver[id], p->pull_mark_ver[id]);
 	if (before == 0)
 		p->resync_done = 0; /* a new episode of resync starts */
 	ret = pool_save_all_maps(p);
@@ -173,14 +194,20 @@ static void get_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int 
 			struct rmr_map_range r;
 
 			if (rmr_wire_decode_map_range(rsp, i, &r, why, sizeof(why)) < 0 ||
-			    !p->pull_maps[r.member_id] || r.first >= p->nchunks ||
-			    r.count > p->nchunks - r.first) {
+			    !p->pull_maps[r.member_id] ||
+			    (!(r.flags & RMR_MAP_RANGE_MARK_VER) &&
+			     (r.first >= p->nchunks || r.count > p->nchunks - r.first))) {
 				log_err("pool=%s member=%u: bad map range from member %u", p->name,
 					p->params.member_id, peer_id(pe));
 				status = -EPROTO;
 				break;
 			}
-			status = dirty_map_mark(p->pull_maps[r.member_id], r.first, r.count);
+			if (r.flags & RMR_MAP_RANGE_MARK_VER)
+				p->pull_mark_ver[r.member_id] =
+					RMR_MAX(p->pull_mark_ver[r.member_id], r.first);
+			else
+				status = dirty_map_mark(p->pull_maps[r.member_id], r.first,
+							r.count);
 		}
 	}
 	if (status == 0 && (p->removing || !p->pull_sess))
@@ -219,7 +246,7 @@ static int store_probe(struct srv_pool *p)
 }
 
 void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t source,
-		       uint64_t map_ver)
+		       uint64_t map_ver, bool absorb_own)
 {
 	int ret = 0;
 
@@ -246,6 +273,8 @@ void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t so
 	p->pull_source = source;
 	p->pull_map_ver = map_ver;
 	p->pull_writer = sess->incarnation;
+	p->pull_absorb_own = absorb_own;
+	memset(p->pull_mark_ver, 0, sizeof(p->pull_mark_ver));
 	p->pull_running = true;
 	p->pull_started = false;
 	/* A member that just started may not have its session to the source yet. */

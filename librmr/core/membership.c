@@ -81,7 +81,7 @@ static void forget(struct srv_pool *p, unsigned id)
 		free(p->maps[id]);
 		p->maps[id] = NULL;
 	}
-	p->mark_ver[id] = 0;
+	p->mark_ver[id] = p->full_clear_ver[id] = 0;
 	for (sess = p->srv->sessions; sess; sess = next) {
 		next = sess->next;
 		if (sess->pool == p && sess->role == RMR_ROLE_PEER && sess->peer_id == id)

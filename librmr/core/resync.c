@@ -26,6 +26,9 @@ struct copy {
 	struct copy *next;           /* copy_queue */
 };
 
+/* After a chunk no peer could give, the background walk waits this long. */
+#define RESYNC_RETRY_NS (500ull * 1000000ull)
+
 static void pump(struct srv_pool *p);
 static void copy_send(struct copy *cp);
 
@@ -132,6 +135,12 @@ static void copy_finish(struct copy *cp, int status)
 	p->copies--;
 	if (cp->background)
 		p->background_copies--;
+	/*
+	 * No peer gave it: their records or ours are behind. Wait before the
+	 * background walk tries again, or it would spin on the same chunks.
+	 */
+	if (cp->background && status < 0 && status != -ECANCELED)
+		p->resync_retry_ns = loop_now(p->srv->loop) + RESYNC_RETRY_NS;
 	free(cp);
 	/* Copied before the maps were taken again: copy it anew if still dirty. */
 	if (status == 0 && current && own_dirty(p, chunk))
@@ -354,7 +363,8 @@ static void pump(struct srv_pool *p)
 		if (p->copy_queue == cp)
 			break; /* still no free slot */
 	}
-	if (!p->maps_current || !dirty_map_count(own) || p->resync_paused)
+	if (!p->maps_current || !dirty_map_count(own) || p->resync_paused ||
+	    loop_now(p->srv->loop) < p->resync_retry_ns)
 		return;
 	refill(p, loop_now(p->srv->loop));
 	while (p->background_copies < p->params.sync_queue_depth) {
@@ -535,6 +545,9 @@ void resync_peer_clean(struct srv_pool *p, uint16_t id, uint64_t map_ver, uint64
 	/* A mark newer than what the peer knew: it missed writes after it copied. */
 	if (!m || map_ver < p->mark_ver[id])
 		return;
+	/* Kept for a map pull that may bring back marks this clear covers. */
+	if (first == 0 && count >= p->nchunks)
+		p->full_clear_ver[id] = RMR_MAX(p->full_clear_ver[id], map_ver);
 	for (uint64_t c = dirty_map_next(m, first, DIRTY_BIT); c < first + count;
 	     c = dirty_map_next(m, c + 1, DIRTY_BIT))
 		pool_clear_chunk(p, id, c);

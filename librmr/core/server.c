@@ -718,7 +718,8 @@ static void on_map_pull(struct srv_session *sess, const struct rmr_msg *msg)
 		server_ctrl_send(sess, &sess->pull_rsp, RMR_MSG_MAP_PULL_RSP, -ESTALE, 0);
 		return;
 	}
-	map_transfer_pull(sess->pool, sess, msg->op, msg->map_ver);
+	map_transfer_pull(sess->pool, sess, msg->op, msg->map_ver,
+			  msg->op_flags & RMR_MAP_PULL_ABSORB);
 }
 
 /* The writer changes the pool's membership, or asks whether it may. */
@@ -746,10 +747,11 @@ static void on_membership(struct srv_session *sess, const struct rmr_msg *msg)
 }
 
 /*
- * The client found that its predecessor exited uncleanly and chose this
- * member as the source the others converge on.
+ * The client found that its predecessor exited uncleanly, or that writes of
+ * its own may have reached some members only (RMR_RECONCILE_OWN), and chose
+ * this member as the source the others converge on.
  */
-static void on_reconcile(struct srv_session *sess)
+static void on_reconcile(struct srv_session *sess, const struct rmr_msg *msg)
 {
 	int ret;
 
@@ -761,7 +763,12 @@ static void on_reconcile(struct srv_session *sess)
 		server_ctrl_send(sess, &sess->reconcile_rsp, RMR_MSG_RECONCILE_RSP, -ESTALE, 0);
 		return;
 	}
-	ret = pool_al_reconcile(sess->pool, sess->incarnation);
+	/* The source must hold the chunks of its log: not while it copies one in. */
+	if ((msg->op_flags & RMR_RECONCILE_OWN) && pool_al_holds_dirty(sess->pool)) {
+		server_ctrl_send(sess, &sess->reconcile_rsp, RMR_MSG_RECONCILE_RSP, -EAGAIN, 0);
+		return;
+	}
+	ret = pool_al_reconcile(sess->pool, sess->incarnation, msg->op_flags & RMR_RECONCILE_OWN);
 	server_ctrl_send(sess, &sess->reconcile_rsp, RMR_MSG_RECONCILE_RSP, ret < 0 ? -EIO : 0, 0);
 }
 
@@ -933,7 +940,7 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 		return;
 	case RMR_MSG_RECONCILE:
 		s->tops->recv_release(s->tp, sess->conn, rx);
-		on_reconcile(sess);
+		on_reconcile(sess, &msg);
 		return;
 	case RMR_MSG_MEMBERSHIP:
 		on_membership(sess, &msg);

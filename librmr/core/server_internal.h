@@ -170,9 +170,11 @@ uint32_t map_transfer_serve(const struct srv_pool *p, void *buf, uint32_t cap, u
 /*
  * MAP_PULL from a client on @sess: take every map from member @source, then
  * answer; the client's map version @map_ver counts once the maps are saved.
+ * With @absorb_own the ranges of the client's own activity log become dirty
+ * here too (writes of unknown outcome, see RMR_MAP_PULL_ABSORB).
  */
 void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t source,
-		       uint64_t map_ver);
+		       uint64_t map_ver, bool absorb_own);
 /* Periodic: a pull waiting for its source's session starts or gives up. */
 void map_transfer_tick(struct srv_pool *p, uint64_t now);
 /* @sess is going away: a pull it asked for is answered to no one. */

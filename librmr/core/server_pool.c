@@ -582,16 +582,21 @@ static void al_mark_range(void *arg, uint64_t first, uint32_t count)
 			x->ret = pool_mark_chunks(x->p, id, first, count);
 }
 
-int pool_al_reconcile(struct srv_pool *p, uint64_t writer)
+int pool_al_reconcile(struct srv_pool *p, uint64_t writer, bool own)
 {
 	uint64_t others = p->params.members_mask & ~(1ull << p->params.member_id);
 	struct al_mark_ctx x = { .p = p, .ids = others };
+	bool stale = pool_al_stale(p, writer);
 	int ret;
 
-	if (!pool_al_stale(p, writer))
+	if (!stale && !(own && p->al->n))
 		return 0;
-	log_notice("pool=%s member=%u: writer %016llx exited uncleanly: %u ranges of its activity log become dirty for the other members",
-		   p->name, p->params.member_id, (unsigned long long)p->al->writer, p->al->n);
+	if (stale)
+		log_notice("pool=%s member=%u: writer %016llx exited uncleanly: %u ranges of its activity log become dirty for the other members",
+			   p->name, p->params.member_id, (unsigned long long)p->al->writer, p->al->n);
+	else
+		log_notice("pool=%s member=%u: writes of unknown outcome: %u ranges of the activity log become dirty for the other members",
+			   p->name, p->params.member_id, p->al->n);
 	/* The coarse record and the version first: a crash in between over-marks. */
 	ret = pool_note(p, p->map_ver + 1, others);
 	if (ret < 0)
@@ -600,7 +605,7 @@ int pool_al_reconcile(struct srv_pool *p, uint64_t writer)
 		if (others & (1ull << id))
 			p->mark_ver[id] = p->map_ver;
 	al_for_each(p->al, al_mark_range, &x);
-	if (x.ret == 0)
+	if (x.ret == 0 && stale)
 		p->al_reconciled_for = writer;
 	return x.ret;
 }
@@ -613,11 +618,35 @@ static void al_mark_own(void *arg, uint64_t first, uint32_t count)
 		x->ret = dirty_map_mark(pool_own_map(x->p), first, count);
 }
 
-int pool_al_absorb(struct srv_pool *p, uint64_t writer)
+struct al_dirty_ctx {
+	const struct dirty_map *own;
+	bool found;
+};
+
+static void al_range_dirty(void *arg, uint64_t first, uint32_t count)
+{
+	struct al_dirty_ctx *x = arg;
+
+	if (dirty_map_next(x->own, first, DIRTY_BIT) < first + count)
+		x->found = true;
+}
+
+bool pool_al_holds_dirty(struct srv_pool *p)
+{
+	struct al_dirty_ctx x = { .own = pool_own_map(p) };
+
+	if (!p->maps_current)
+		return true;
+	if (dirty_map_count(x.own))
+		al_for_each(p->al, al_range_dirty, &x);
+	return x.found;
+}
+
+int pool_al_absorb(struct srv_pool *p, uint64_t writer, bool own)
 {
 	struct al_mark_ctx x = { .p = p };
 
-	if (!pool_al_stale(p, writer))
+	if (!pool_al_stale(p, writer) && !(own && p->al->n))
 		return 0;
 	log_notice("pool=%s member=%u: %u ranges of the activity log of writer %016llx become dirty here",
 		   p->name, p->params.member_id, p->al->n, (unsigned long long)p->al->writer);

@@ -49,6 +49,8 @@ struct srv_pool {
 	struct dirty_map *maps[RMR_MAX_MEMBER_ID + 1];
 	/* Highest map version of a message that marked each member dirty. */
 	uint64_t mark_ver[RMR_MAX_MEMBER_ID + 1];
+	/* The newest version at which each member told us it holds every chunk. */
+	uint64_t full_clear_ver[RMR_MAX_MEMBER_ID + 1];
 	bool removing;
 
 	/* dirty-map area: which 4 KiB blocks need rewriting (cleared bits) */
@@ -87,6 +89,7 @@ struct srv_pool {
 	uint32_t background_copies;  /* of those, started by the background resync */
 	struct copy *copy_queue;     /* copies waiting for a free peer request slot */
 	struct sync_waiter *overflow; /* requests waiting for room in @syncing */
+	uint64_t resync_retry_ns;    /* the background resync waits until then (ns) */
 	uint64_t rate_tokens;        /* bytes the rate limit still allows */
 	uint64_t rate_last_ns;
 	uint64_t resync_done;        /* chunks made clean since the member last was clean */
@@ -107,6 +110,8 @@ struct srv_pool {
 	uint16_t pull_source;
 	uint64_t pull_map_ver;       /* the client's map version in the MAP_PULL */
 	uint64_t pull_writer;        /* the incarnation of the client that asked */
+	bool pull_absorb_own;        /* ... and its own log's ranges become dirty here */
+	uint64_t pull_mark_ver[RMR_MAX_MEMBER_ID + 1]; /* the source's, per member (MAP_GET_RSP) */
 	struct dirty_map *pull_maps[RMR_MAX_MEMBER_ID + 1];
 	uint64_t map_pulls;
 
@@ -157,16 +162,24 @@ int pool_al_note(struct srv_pool *p, uint64_t writer, uint32_t slot, uint64_t ad
 /* Does the log hold entries of a writer other than @writer, not reconciled by it? */
 bool pool_al_stale(const struct srv_pool *p, uint64_t writer);
 /*
- * RECONCILE from @writer: every range in the log becomes dirty for every
- * other member, durably, under a new map version. The entries stay until
- * @writer writes (a crash before that reconciles again).
+ * RECONCILE from @writer: every range in a stale log (with @own, in @writer's
+ * own log as well) becomes dirty for every other member, durably, under a
+ * new map version. The entries stay until @writer writes (a crash before
+ * that reconciles again).
  */
-int pool_al_reconcile(struct srv_pool *p, uint64_t writer);
+int pool_al_reconcile(struct srv_pool *p, uint64_t writer, bool own);
 /*
- * A map pull for @writer: the ranges of a stale log become dirty in this
- * member's own map, in memory (the caller saves the maps).
+ * A map pull for @writer: the ranges of a stale log (with @own, of @writer's
+ * own log as well) become dirty in this member's own map, in memory (the
+ * caller saves the maps).
  */
-int pool_al_absorb(struct srv_pool *p, uint64_t writer);
+int pool_al_absorb(struct srv_pool *p, uint64_t writer, bool own);
+/*
+ * Does a range of the log cover a chunk this member has yet to copy in (or
+ * are its maps not current)? Then it cannot be the source the others
+ * converge on for those ranges.
+ */
+bool pool_al_holds_dirty(struct srv_pool *p);
 /* Write the log (and the writer epoch kept with it) durably. */
 int pool_al_save(struct srv_pool *p);
 /* Empty the log durably, after a clean goodbye of its writer or an absorb. */

@@ -187,6 +187,13 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 		if (m->op == 0 || m->op > RMR_MAX_MEMBER_ID || m->payload_len != 0)
 			return reject(why, whylen, "MAP_PULL: source member %u out of range or payload",
 				      m->op);
+		if (m->op_flags & ~RMR_MAP_PULL_ABSORB)
+			return reject(why, whylen, "MAP_PULL: unknown flags 0x%x", m->op_flags);
+		break;
+	case RMR_MSG_RECONCILE:
+		if (m->payload_len != 0 || (m->op_flags & ~RMR_RECONCILE_OWN))
+			return reject(why, whylen, "RECONCILE: a payload or unknown flags 0x%x",
+				      m->op_flags);
 		break;
 	case RMR_MSG_MAP_GET_RSP:
 		if (m->payload_len % sizeof(struct rmr_wire_map_range))
@@ -243,7 +250,6 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 	case RMR_MSG_MAP_ADD:
 	case RMR_MSG_MAP_ADD_RSP:
 	case RMR_MSG_GOODBYE:
-	case RMR_MSG_RECONCILE:
 	case RMR_MSG_RECONCILE_RSP:
 		if (m->payload_len != 0)
 			return reject(why, whylen, "%s: carries a payload", rmr_msg_type_name(m->type));
@@ -542,6 +548,7 @@ void rmr_wire_encode_map_range(struct rmr_wire_map_range *w, const struct rmr_ma
 {
 	memset(w, 0, sizeof(*w));
 	w->member_id = cpu_to_le16(r->member_id);
+	w->flags = cpu_to_le16(r->flags);
 	w->count = cpu_to_le32(r->count);
 	w->first = cpu_to_le64(r->first);
 }
@@ -557,10 +564,17 @@ int rmr_wire_decode_map_range(const struct rmr_msg *m, size_t i, struct rmr_map_
 	r->member_id = le16_to_cpu(w.member_id);
 	r->count = le32_to_cpu(w.count);
 	r->first = le64_to_cpu(w.first);
-	if (le16_to_cpu(w.reserved))
-		return reject(why, whylen, "MAP_GET_RSP: reserved field of range %zu is not zero", i);
+	r->flags = le16_to_cpu(w.flags);
+	if (r->flags & ~RMR_MAP_RANGE_FLAGS)
+		return reject(why, whylen, "MAP_GET_RSP: range %zu has unknown flags 0x%x", i,
+			      r->flags);
 	if (r->member_id == 0 || r->member_id > RMR_MAX_MEMBER_ID)
 		return reject(why, whylen, "MAP_GET_RSP: range %zu names member %u", i, r->member_id);
+	if (r->flags & RMR_MAP_RANGE_MARK_VER) {
+		if (r->count != 0)
+			return reject(why, whylen, "MAP_GET_RSP: mark version %zu has a count", i);
+		return 0;
+	}
 	if (r->count == 0 || r->first + r->count < r->first)
 		return reject(why, whylen, "MAP_GET_RSP: range %zu is empty or wraps", i);
 	return 0;

@@ -177,15 +177,25 @@ _Static_assert(sizeof(struct rmr_wire_hello_rsp) == 128, "hello_rsp size");
  */
 struct rmr_wire_map_range {
 	rmr_le16 member_id;          /* 1..RMR_MAX_MEMBER_ID */
-	rmr_le16 reserved;           /* zero */
-	rmr_le32 count;              /* >= 1 */
-	rmr_le64 first;              /* first chunk */
+	rmr_le16 flags;              /* RMR_MAP_RANGE_* */
+	rmr_le32 count;              /* >= 1 (0 with RMR_MAP_RANGE_MARK_VER) */
+	rmr_le64 first;              /* first chunk (the version with RMR_MAP_RANGE_MARK_VER) */
 };
 _Static_assert(sizeof(struct rmr_wire_map_range) == 16, "map range size");
+
+/*
+ * MAP_GET_RSP entry flags. RMR_MAP_RANGE_MARK_VER: not a range but the map
+ * version of the newest mark the sender holds for @member_id (in @first),
+ * sent before that member's ranges: the taker may accept that member's
+ * MAP_CLEARs from that version on.
+ */
+#define RMR_MAP_RANGE_MARK_VER 1u
+#define RMR_MAP_RANGE_FLAGS RMR_MAP_RANGE_MARK_VER
 
 /* A decoded map range. */
 struct rmr_map_range {
 	uint16_t member_id;
+	uint16_t flags;
 	uint32_t count;
 	uint64_t first;
 };
@@ -210,6 +220,14 @@ _Static_assert(sizeof(struct rmr_wire_chunk_sum) == 8, "chunk sum size");
 #define RMR_WIRE_MEMBER_FLAGS RMR_WIRE_MEMBER_DETACHED
 /* MEMBERSHIP op_flags: only check that the change may be made (-EBUSY if not). */
 #define RMR_MEMBERSHIP_CHECK 1u
+/*
+ * RECONCILE op_flags: the client's own writes may have reached some members
+ * only (every copy of a write failed with its outcome unknown): mark the
+ * ranges of the log of the writer asking, not only those of a stale one.
+ */
+#define RMR_RECONCILE_OWN 1u
+/* MAP_PULL op_flags: the same; this member marks its own log's ranges dirty too. */
+#define RMR_MAP_PULL_ABSORB 1u
 
 struct rmr_wire_members {
 	rmr_le64 version;            /* 0: as the stores were formatted */

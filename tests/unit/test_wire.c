@@ -981,12 +981,19 @@ START_TEST(map_ranges_round_trip_and_checks)
 	w[0].member_id = cpu_to_le16(UINT16_MAX);
 	range_refused(&d, 0, "member 65535");
 	w[0].member_id = cpu_to_le16(1);
-	w[0].reserved = cpu_to_le16(1);
-	range_refused(&d, 0, "a reserved field");
-	w[0].reserved = cpu_to_le16(0x8000);
-	range_refused(&d, 0, "reserved bit 15");
-	w[0].reserved = cpu_to_le16(0);
+	w[0].flags = cpu_to_le16(2);
+	range_refused(&d, 0, "an unknown flag");
+	w[0].flags = cpu_to_le16(0x8000);
+	range_refused(&d, 0, "flag bit 15");
+	/* A mark version: no count, any version. */
+	w[0].flags = cpu_to_le16(RMR_MAP_RANGE_MARK_VER);
+	range_refused(&d, 0, "a mark version with a count");
 	w[0].count = cpu_to_le32(0);
+	w[0].first = cpu_to_le64(UINT64_MAX);
+	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 0, &out, why, sizeof(why)), 0);
+	ck_assert_uint_eq(out.flags, RMR_MAP_RANGE_MARK_VER);
+	ck_assert_uint_eq(out.first, UINT64_MAX);
+	w[0].flags = cpu_to_le16(0);
 	range_refused(&d, 0, "count 0");
 	w[0].count = cpu_to_le32(2);
 	w[0].first = cpu_to_le64(UINT64_MAX);
