@@ -37,7 +37,8 @@ struct rmr_client_ops {
 	/**
 	 * The client now records member @p member_id as having missed writes
 	 * (@p tracking true: every write it misses is marked dirty for it on
-	 * the members that have the write), or no longer (it took the maps).
+	 * the members that have the write), or no longer (it took the maps, or
+	 * the records that named it emptied as it copied the chunks in).
 	 */
 	void (*dirty_tracking)(void *priv, uint16_t member_id, bool tracking);
 	/**

@@ -60,14 +60,74 @@ void member_set_state(struct member *m, enum rmr_member_state to, const char *re
 		c->ops.member_state(c->opts.priv, m->index, m->id, from, to, reason);
 }
 
+static void admit_waiting(struct rmr_client *c);
+
+void client_missed_recompute(struct rmr_client *c)
+{
+	uint64_t ids = c->missed_live, added, removed;
+
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+		if (c->missed_inflight[id])
+			ids |= 1ull << id;
+	for (unsigned i = 0; i < c->nmembers; i++)
+		ids |= c->members[i].reported_missed;
+	ids &= c->members_ids;
+	added = ids & ~c->missed_ids;
+	removed = c->missed_ids & ~ids;
+	c->missed_ids = ids;
+	for (unsigned id = 1; (added | removed) && id <= RMR_MAX_MEMBER_ID; id++)
+		if (((added | removed) & (1ull << id)) && c->ops.dirty_tracking)
+			c->ops.dirty_tracking(c->opts.priv, (uint16_t)id,
+					      (added & (1ull << id)) != 0);
+	/* A member held out only by a record that emptied may return now. */
+	if (removed)
+		admit_waiting(c);
+}
+
 void client_note_missed(struct rmr_client *c, uint64_t ids)
 {
-	uint64_t added = ids & ~c->missed_ids;
+	c->missed_live |= ids;
+	client_missed_recompute(c);
+}
 
-	c->missed_ids |= ids;
-	for (unsigned id = 1; added && id <= RMR_MAX_MEMBER_ID; id++)
-		if ((added & (1ull << id)) && c->ops.dirty_tracking)
-			c->ops.dirty_tracking(c->opts.priv, (uint16_t)id, true);
+void client_write_missed(struct rmr_client *c, struct slot *s, uint64_t ids)
+{
+	uint64_t add = ids & ~s->missed_counted;
+
+	if (!add)
+		return;
+	s->missed_counted |= add;
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+		if (add & (1ull << id))
+			c->missed_inflight[id]++;
+	client_missed_recompute(c);
+}
+
+void client_write_missed_done(struct rmr_client *c, struct slot *s, int status)
+{
+	if (!s->missed_counted)
+		return;
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+		if (s->missed_counted & (1ull << id))
+			c->missed_inflight[id]--;
+	if (status == 0)
+		c->missed_live |= s->missed_counted;
+	s->missed_counted = 0;
+	client_missed_recompute(c);
+}
+
+void client_note_reported(struct member *m, uint64_t ids)
+{
+	m->reported_missed = ids;
+	client_missed_recompute(m->c);
+}
+
+void client_forget_missed(struct rmr_client *c, unsigned id)
+{
+	c->missed_live &= ~(1ull << id);
+	for (unsigned i = 0; i < c->nmembers; i++)
+		c->members[i].reported_missed &= ~(1ull << id);
+	client_missed_recompute(c);
 }
 
 void client_note_unsettled(struct rmr_client *c, uint64_t ids)
@@ -161,7 +221,6 @@ void member_drop_conn(struct member *m)
 
 static void check_open_done(struct rmr_client *c);
 static void finish_open(struct rmr_client *c);
-static void admit_waiting(struct rmr_client *c);
 
 void member_fail(struct member *m, const char *reason)
 {
@@ -229,15 +288,21 @@ void member_connect(struct member *m)
 
 /* --- admission --------------------------------------------------------- */
 
-/* Admit the members that waited for a settling source. */
+/*
+ * Decide again on the members that wait to be admitted: a source settled, or
+ * a record that held one out emptied (one that still waits for the maps and
+ * still needs them is marked again by member_admit).
+ */
 static void admit_waiting(struct rmr_client *c)
 {
 	for (unsigned i = 0; i < c->nmembers && !c->settling; i++) {
 		struct member *m = &c->members[i];
 
-		if (m->state == RMR_MEMBER_RECONNECTING && m->hello_done && !m->want_pull &&
-		    !m->pulling && !m->reconciling)
+		if (m->state == RMR_MEMBER_RECONNECTING && m->hello_done && !m->pulling &&
+		    !m->reconciling && !c->opening) {
+			m->want_pull = false;
 			member_admit(m);
+		}
 	}
 }
 
@@ -291,7 +356,7 @@ static void settle_done(struct member *m, const struct rmr_msg *msg)
 	c->unsettled_ids &= ~(1ull << m->id);
 	m->map_ver = msg->map_ver;
 	c->map_ver = RMR_MAX(c->map_ver, msg->map_ver);
-	client_note_missed(c, msg->missed);
+	client_note_reported(m, msg->missed);
 	m->backoff_ms = 0;
 	member_set_state(m, RMR_MEMBER_NORMAL, "the source the others converge on");
 	admit_waiting(c);
@@ -416,16 +481,15 @@ static void on_pull_rsp(struct member *m, const struct rmr_msg *msg)
 		snprintf(why, sizeof(why), "map update failed: %s", strerror(-msg->status));
 		member_fail(m, why);
 	} else {
-		c->missed_ids &= ~(1ull << m->id);
 		c->unsettled_ids &= ~(1ull << m->id);
 		m->stale_al = false;
-		if (c->ops.dirty_tracking)
-			c->ops.dirty_tracking(c->opts.priv, m->id, false);
 		c->map_ver = RMR_MAX(c->map_ver, msg->map_ver);
 		m->map_ver = msg->map_ver;
 		m->map_updates++;
 		m->backoff_ms = 0;
 		member_set_state(m, RMR_MEMBER_NORMAL, "took the dirty maps; resyncs from its peers");
+		/* Last: the members this one held out are decided again. */
+		client_forget_missed(c, m->id);
 	}
 	client_try_pulls(c);
 }
@@ -493,7 +557,7 @@ static void on_reconcile_rsp(struct member *m, const struct rmr_msg *msg)
 	m->stale_al = false;
 	m->map_ver = msg->map_ver;
 	c->map_ver = RMR_MAX(c->map_ver, msg->map_ver);
-	client_note_missed(c, msg->missed);
+	client_note_reported(m, msg->missed);
 	c->reconciled = true;
 	if (c->opening)
 		finish_open(c);
@@ -721,8 +785,8 @@ static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
 	m->hello_done = true;
 	m->resolved = true;
 	c->map_ver = RMR_MAX(c->map_ver, h.map_ver);
-	/* Conservative: trust every member's record of who missed writes. */
-	client_note_missed(c, h.missed);
+	/* Every member's record of who missed writes counts, while it lasts. */
+	client_note_reported(m, h.missed);
 	member_set_state(m, RMR_MEMBER_RECONNECTING, "hello answered");
 	if (c->opening)
 		check_open_done(c);
@@ -790,6 +854,14 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 		on_challenge(m, &msg);
 		break;
 	case RMR_MSG_HEARTBEAT:
+		/*
+		 * A record emptied by copies lets a member it held out return.
+		 * Only to forget: what a member newly records, this client
+		 * caused and knows, and a member that took the maps stays out
+		 * of the records that it is copying in.
+		 */
+		if (m->hello_done && (m->reported_missed & ~msg.missed))
+			client_note_reported(m, m->reported_missed & msg.missed);
 		break;
 	case RMR_MSG_READ_RSP:
 	case RMR_MSG_WRITE_RSP:

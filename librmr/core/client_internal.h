@@ -53,6 +53,7 @@ struct slot {
 	uint64_t tried_mask;     /* read: member indexes tried */
 	uint64_t missed_ids;     /* write: member ids recorded as missing it */
 	uint64_t holder_ids;     /* write: member ids that were sent it (may hold it) */
+	uint64_t missed_counted; /* write: ids of @missed_ids counted in the client's in-flight misses */
 	int first_err;
 	unsigned deps;           /* earlier overlapping writes still in progress */
 	bool has_dependents;
@@ -106,6 +107,7 @@ struct member {
 	uint64_t next_connect;       /* ns; 0 = not scheduled */
 	unsigned backoff_ms;
 	uint64_t map_ver, incarnation;
+	uint64_t reported_missed;    /* member ids its own record says missed writes */
 	unsigned tx_inflight;
 	unsigned inflight;
 	struct ctrl_msg hello, heartbeat, goodbye, pull, membership, auth;
@@ -156,7 +158,15 @@ struct rmr_client {
 	pthread_mutex_t mc_call_lock; /* one membership call at a time (rmr_client_add_member...) */
 
 	uint64_t map_ver;
-	uint64_t missed_ids;         /* member ids known to have missed writes */
+	/*
+	 * Member ids known to have missed writes: those this client saw miss
+	 * one (@missed_live), and those any member's record names (its
+	 * @reported_missed, from its hello and every heartbeat): a record
+	 * emptied by the member's copies no longer holds it out.
+	 */
+	uint64_t missed_ids;
+	uint64_t missed_live;        /* acknowledged writes missed them (until they take the maps) */
+	uint16_t missed_inflight[RMR_MAX_MEMBER_ID + 1]; /* writes in flight that miss them */
 	/*
 	 * Open: members that hold a crashed writer's activity log converge on
 	 * one source before any I/O (see open_reconcile). Set once done or
@@ -217,6 +227,19 @@ void member_drop_conn(struct member *m);
 void member_admit(struct member *m);
 /* Writes of unknown outcome may be on members @ids, recorded nowhere. */
 void client_note_unsettled(struct rmr_client *c, uint64_t ids);
+/*
+ * Write @s misses members @ids: they count as having missed writes while it
+ * is in flight, and for good if it is acknowledged (client_write_missed_done).
+ * A write that fails leaves them as they were: its bytes are undefined, and
+ * the members it reached converge through client_note_unsettled.
+ */
+void client_write_missed(struct rmr_client *c, struct slot *s, uint64_t ids);
+void client_write_missed_done(struct rmr_client *c, struct slot *s, int status);
+/* Member @m's record names @ids as having missed writes (HELLO_RSP, HEARTBEAT...). */
+void client_note_reported(struct member *m, uint64_t ids);
+/* Member id @id took the maps: nobody's record holds it out any more. */
+void client_forget_missed(struct rmr_client *c, unsigned id);
+void client_missed_recompute(struct rmr_client *c);
 int member_send_ctrl(struct member *m, struct ctrl_msg *cm, size_t body_len);
 /* Writes are held (a map pull or a membership change waits for them to drain). */
 static inline bool client_writes_held(const struct rmr_client *c)

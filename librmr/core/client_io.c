@@ -136,7 +136,7 @@ int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned fla
 	s->io.iov = s->iov;
 	s->data_len = (uint32_t)data_len;
 	s->legs_mask = s->ok_mask = s->failed_mask = s->tried_mask = s->missed_ids = 0;
-	s->holder_ids = 0;
+	s->holder_ids = s->missed_counted = 0;
 	s->first_err = 0;
 	s->deps = 0;
 	s->has_dependents = false;
@@ -162,6 +162,8 @@ static void complete(struct rmr_client *c, struct slot *s, int status)
 {
 	bool was_write = s->io.kind == RMR_IO_WRITE;
 
+	if (was_write)
+		client_write_missed_done(c, s, status);
 	s->io.cb(s->io.priv, status);
 	if (was_write)
 		write_finished(c, s);
@@ -305,7 +307,7 @@ static void dispatch_write(struct rmr_client *c, struct slot *s)
 	 * that reached nobody must not keep every member out once they return.
 	 */
 	if (s->legs_mask & ~failed)
-		client_note_missed(c, s->missed_ids);
+		client_write_missed(c, s, s->missed_ids);
 	for (unsigned i = 0; i < nmem(c); i++)
 		if (s->legs_mask & ~failed & bit(i))
 			s->holder_ids |= bit(c->members[i].id);
@@ -446,7 +448,7 @@ static void start_map_add(struct rmr_client *c, struct slot *s, uint64_t new_mis
 
 	s->phase = SLOT_MAP_ADD;
 	s->missed_ids |= new_missed;
-	client_note_missed(c, new_missed);
+	client_write_missed(c, s, new_missed);
 	s->legs_mask = 0;
 	for (unsigned i = 0; i < nmem(c); i++) {
 		struct member *m = &c->members[i];
@@ -466,7 +468,7 @@ static void start_map_add(struct rmr_client *c, struct slot *s, uint64_t new_mis
 
 static void finish_write_phase(struct rmr_client *c, struct slot *s)
 {
-	uint64_t ok = 0, failed_ids = 0;
+	uint64_t ok = 0, failed_ids = 0, refused_ids = 0;
 	unsigned nok = 0;
 	int req_err = 0;
 
@@ -492,7 +494,13 @@ static void finish_write_phase(struct rmr_client *c, struct slot *s)
 			continue;
 		}
 		failed_ids |= bit(m->id);
-		if (m->state == RMR_MEMBER_NORMAL)
+		/*
+		 * -ENODATA: the member lacks a chunk of the range that no peer of
+		 * its can give now, and applied nothing; it stays, missing the write.
+		 */
+		if (leg->status == -ENODATA)
+			refused_ids |= bit(m->id);
+		else if (m->state == RMR_MEMBER_NORMAL)
 			member_fail(m, "write failed on member");
 	}
 	s->ok_mask = ok;
@@ -505,8 +513,8 @@ static void finish_write_phase(struct rmr_client *c, struct slot *s)
 	}
 	if (!nok) {
 		/* Every copy failed, but a member may have applied it before. */
-		if (failed_ids)
-			client_note_unsettled(c, s->holder_ids);
+		if (failed_ids & ~refused_ids)
+			client_note_unsettled(c, s->holder_ids & ~refused_ids);
 		complete(c, s, req_err ? req_err : (s->first_err ? s->first_err : -EIO));
 		return;
 	}

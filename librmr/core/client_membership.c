@@ -147,7 +147,7 @@ static void adopt(struct rmr_client *c, const struct rmr_membership *ms)
 	c->membership = *ms;
 	fill_addresses(c);
 	c->members_ids = rmr_membership_ids(ms);
-	c->missed_ids &= c->members_ids;
+	client_missed_recompute(c);
 	log_notice("pool=%s: %s: members 0x%llx", c->name, why,
 		   (unsigned long long)c->members_ids);
 }

@@ -224,8 +224,7 @@ static void get_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int 
 		resync_kick(p);
 }
 
-/* A returning member proves that its store works before it takes the maps. */
-static int store_probe(struct srv_pool *p)
+int map_transfer_store_probe(struct srv_pool *p)
 {
 	uint32_t len = RMR_MIN(4096u, pool_chunk_len(p, 0));
 	void *buf = malloc(len);
@@ -258,7 +257,7 @@ void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t so
 	    !p->peers[source])
 		ret = -EINVAL;
 	else
-		ret = store_probe(p);
+		ret = map_transfer_store_probe(p);
 	for (unsigned id = 1; ret == 0 && id <= RMR_MAX_MEMBER_ID; id++) {
 		if (!p->maps[id])
 			continue;

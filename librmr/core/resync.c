@@ -311,6 +311,24 @@ bool resync_hold(struct srv_pool *p, struct srv_req *req)
 	return false;
 }
 
+bool resync_write_possible(struct srv_pool *p, uint64_t addr, uint64_t len)
+{
+	uint64_t end = addr + len;
+
+	if (!len || !dirty_map_count(pool_own_map(p)))
+		return true;
+	for (uint64_t c = pool_first_chunk(p, addr); c <= pool_last_chunk(p, addr, len); c++) {
+		uint64_t start = c << p->chunk_shift;
+
+		if (!own_dirty(p, c) || sync_index_find(&p->syncing, c) ||
+		    (addr <= start && end >= start + pool_chunk_len(p, c)))
+			continue;
+		if (!peer_holds(p, c))
+			return false;
+	}
+	return true;
+}
+
 void resync_release(struct srv_pool *p, struct srv_req *req, int status)
 {
 	uint64_t addr = req->io.addr;

@@ -120,7 +120,9 @@ void server_ctrl_send(struct srv_session *sess, struct srv_ctrl *cm, unsigned ty
 		return;
 	if (sess->pool) {
 		msg.pool_uuid = sess->pool->params.uuid;
-		if ((type == RMR_MSG_HELLO_RSP || type == RMR_MSG_RECONCILE_RSP) && status == 0)
+		/* Heartbeats too: the client learns when a record empties. */
+		if ((type == RMR_MSG_HELLO_RSP || type == RMR_MSG_RECONCILE_RSP ||
+		     type == RMR_MSG_HEARTBEAT) && status == 0)
 			msg.missed = sess->pool->missed;
 	} else if (sess->auth_pool) {
 		/* The CHALLENGE, or a refusal of its AUTH: from the pool the hello asked for. */
@@ -664,6 +666,15 @@ static void on_request(struct srv_session *sess, const struct rmr_msg *msg, void
 		req_answer(req, RMR_MSG_MAP_ADD_RSP, ret, 0);
 		return;
 	case RMR_MSG_WRITE:
+		/*
+		 * Refused before anything is marked or logged: marks for the
+		 * others on a chunk that only they hold would leave it dirty
+		 * everywhere. The client records this member as having missed it.
+		 */
+		if (!resync_write_possible(p, msg->addr, msg->len)) {
+			req_answer(req, RMR_MSG_WRITE_RSP, -ENODATA, 0);
+			return;
+		}
 		ret = pool_note(p, msg->map_ver, msg->missed);
 		if (ret == 0)
 			ret = pool_mark(p, msg->missed, msg->map_ver, msg->addr, msg->len);
@@ -766,6 +777,11 @@ static void on_reconcile(struct srv_session *sess, const struct rmr_msg *msg)
 	/* The source must hold the chunks of its log: not while it copies one in. */
 	if ((msg->op_flags & RMR_RECONCILE_OWN) && pool_al_holds_dirty(sess->pool)) {
 		server_ctrl_send(sess, &sess->reconcile_rsp, RMR_MSG_RECONCILE_RSP, -EAGAIN, 0);
+		return;
+	}
+	/* ... and a store that works. */
+	if ((msg->op_flags & RMR_RECONCILE_OWN) && map_transfer_store_probe(sess->pool) < 0) {
+		server_ctrl_send(sess, &sess->reconcile_rsp, RMR_MSG_RECONCILE_RSP, -EIO, 0);
 		return;
 	}
 	ret = pool_al_reconcile(sess->pool, sess->incarnation, msg->op_flags & RMR_RECONCILE_OWN);

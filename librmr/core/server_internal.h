@@ -173,6 +173,12 @@ uint32_t map_transfer_serve(const struct srv_pool *p, void *buf, uint32_t cap, u
  * With @absorb_own the ranges of the client's own activity log become dirty
  * here too (writes of unknown outcome, see RMR_MAP_PULL_ABSORB).
  */
+/*
+ * A member proves that its store works (a read of the first 4 KiB and a
+ * flush) before it takes the maps or becomes the source others converge
+ * on. Returns 0 or -EIO.
+ */
+int map_transfer_store_probe(struct srv_pool *p);
 void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t source,
 		       uint64_t map_ver, bool absorb_own);
 /* Periodic: a pull waiting for its source's session starts or gives up. */

@@ -635,8 +635,6 @@ bool pool_al_holds_dirty(struct srv_pool *p)
 {
 	struct al_dirty_ctx x = { .own = pool_own_map(p) };
 
-	if (!p->maps_current)
-		return true;
 	if (dirty_map_count(x.own))
 		al_for_each(p->al, al_range_dirty, &x);
 	return x.found;

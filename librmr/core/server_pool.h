@@ -175,9 +175,8 @@ int pool_al_reconcile(struct srv_pool *p, uint64_t writer, bool own);
  */
 int pool_al_absorb(struct srv_pool *p, uint64_t writer, bool own);
 /*
- * Does a range of the log cover a chunk this member has yet to copy in (or
- * are its maps not current)? Then it cannot be the source the others
- * converge on for those ranges.
+ * Does a range of the log cover a chunk this member has yet to copy in? Then
+ * it cannot be the source the others converge on for those ranges.
  */
 bool pool_al_holds_dirty(struct srv_pool *p);
 /* Write the log (and the writer epoch kept with it) durably. */

@@ -132,7 +132,7 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 			      m->status);
 	if (m->missed && m->type != RMR_MSG_WRITE && m->type != RMR_MSG_MAP_ADD &&
 	    m->type != RMR_MSG_HELLO_RSP && m->type != RMR_MSG_RECONCILE_RSP &&
-	    m->type != RMR_MSG_MAP_MARK)
+	    m->type != RMR_MSG_MAP_MARK && m->type != RMR_MSG_HEARTBEAT)
 		return reject(why, whylen, "%s: unexpected missed-member mask",
 			      rmr_msg_type_name(m->type));
 
