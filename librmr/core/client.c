@@ -289,6 +289,27 @@ void member_connect(struct member *m)
 /* --- admission --------------------------------------------------------- */
 
 /*
+ * Send @msg, a MAP_PULL or RECONCILE, as @m's one outstanding map request
+ * (it uses @m->pull), due within the request timeout but at least 30 s: a
+ * pull copies every map and saves them. Fails @m if it cannot go.
+ */
+static bool send_map_request(struct member *m, const struct rmr_msg *msg)
+{
+	struct rmr_client *c = m->c;
+	uint64_t timeout = RMR_MAX((uint64_t)c->opts.request_timeout_ms, 30000);
+
+	m->pull.kind = SEND_CTRL;
+	rmr_wire_encode(&m->pull.hdr, msg);
+	if (member_send_ctrl(m, &m->pull, 0) < 0) {
+		member_fail(m, msg->type == RMR_MSG_MAP_PULL ? "cannot send map pull"
+							     : "cannot send reconcile");
+		return false;
+	}
+	m->pull_deadline = loop_now(c->loop) + timeout * NS_PER_MS;
+	return true;
+}
+
+/*
  * Decide again on the members that wait to be admitted: a source settled, or
  * a record that held one out emptied (one that still waits for the maps and
  * still needs them is marked again by member_admit).
@@ -321,17 +342,11 @@ static void settle_from(struct member *m)
 		.map_ver = c->map_ver,
 		.op_flags = RMR_RECONCILE_OWN,
 	};
-	uint64_t timeout = RMR_MAX((uint64_t)c->opts.request_timeout_ms, 30000);
 
-	m->pull.kind = SEND_CTRL;
-	rmr_wire_encode(&m->pull.hdr, &msg);
-	if (member_send_ctrl(m, &m->pull, 0) < 0) {
-		member_fail(m, "cannot send reconcile");
+	if (!send_map_request(m, &msg))
 		return;
-	}
 	m->reconciling = true;
 	c->settling = true;
-	m->pull_deadline = loop_now(c->loop) + timeout * NS_PER_MS;
 	log_notice("pool=%s member=%u addr=%s: writes of unknown outcome; members converge on this one",
 		   c->name, m->id, m->addr);
 }
@@ -414,17 +429,11 @@ static void send_pull(struct member *m, const struct member *src)
 		.op = src->id,
 		.op_flags = (c->unsettled_ids & (1ull << m->id)) ? RMR_MAP_PULL_ABSORB : 0,
 	};
-	uint64_t timeout = RMR_MAX((uint64_t)c->opts.request_timeout_ms, 30000);
 
-	m->pull.kind = SEND_CTRL;
-	rmr_wire_encode(&m->pull.hdr, &msg);
-	if (member_send_ctrl(m, &m->pull, 0) < 0) {
-		member_fail(m, "cannot send map pull");
+	if (!send_map_request(m, &msg))
 		return;
-	}
 	m->pulling = true;
 	m->pull_source = src->id;
-	m->pull_deadline = loop_now(c->loop) + timeout * NS_PER_MS;
 	log_notice("pool=%s member=%u addr=%s: taking the dirty maps from member %u", c->name,
 		   m->id, m->addr, src->id);
 }
@@ -507,7 +516,6 @@ static bool open_reconcile(struct rmr_client *c)
 {
 	struct member *src = NULL;
 	struct rmr_msg msg = { .type = RMR_MSG_RECONCILE };
-	uint64_t timeout = RMR_MAX((uint64_t)c->opts.request_timeout_ms, 30000);
 
 	if (c->reconciled)
 		return false;
@@ -526,14 +534,9 @@ static bool open_reconcile(struct rmr_client *c)
 	}
 	msg.pool_uuid = c->uuid;
 	msg.map_ver = c->map_ver;
-	src->pull.kind = SEND_CTRL;
-	rmr_wire_encode(&src->pull.hdr, &msg);
-	if (member_send_ctrl(src, &src->pull, 0) < 0) {
-		member_fail(src, "cannot send reconcile");
+	if (!send_map_request(src, &msg))
 		return true;
-	}
 	src->reconciling = true;
-	src->pull_deadline = loop_now(c->loop) + timeout * NS_PER_MS;
 	log_notice("pool=%s member=%u addr=%s: the last writer exited uncleanly; members converge on this one",
 		   c->name, src->id, src->addr);
 	return true;
