@@ -515,7 +515,9 @@ static void finish_write_phase(struct rmr_client *c, struct slot *s)
 		/* Every copy failed, but a member may have applied it before. */
 		if (failed_ids & ~refused_ids)
 			client_note_unsettled(c, s->holder_ids & ~refused_ids);
-		complete(c, s, req_err ? req_err : (s->first_err ? s->first_err : -EIO));
+		/* -ENODATA is between the members: "no member could apply it". */
+		complete(c, s, req_err ? req_err
+			       : s->first_err && s->first_err != -ENODATA ? s->first_err : -EIO);
 		return;
 	}
 	if (failed_ids) {
