@@ -18,6 +18,7 @@
 #include <sodium.h>
 
 #include "brmr_internal.h"
+#include "hex.h"
 
 __attribute__((format(printf, 4, 5)))
 static int key_fail(int ret, char *err, size_t errlen, const char *fmt, ...)
@@ -30,17 +31,6 @@ static int key_fail(int ret, char *err, size_t errlen, const char *fmt, ...)
 		va_end(ap);
 	}
 	return ret;
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
 }
 
 BRMR_EXPORT int brmr_key_load(const char *path, uint8_t key[RMR_KEY_LEN], char *err,
@@ -98,7 +88,7 @@ BRMR_EXPORT int brmr_key_load(const char *path, uint8_t key[RMR_KEY_LEN], char *
 				"digits and a newline expected)", path, 2 * RMR_KEY_LEN);
 	}
 	for (size_t i = 0; i < RMR_KEY_LEN; i++) {
-		int hi = hexval(buf[2 * i]), lo = hexval(buf[2 * i + 1]);
+		int hi = hex_digit(buf[2 * i]), lo = hex_digit(buf[2 * i + 1]);
 
 		if (hi < 0 || lo < 0) {
 			sodium_memzero(buf, sizeof(buf));

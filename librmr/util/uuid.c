@@ -5,18 +5,8 @@
 #include <sys/random.h>
 
 #include "compiler.h"
+#include "hex.h"
 #include <rmr/rmr.h>
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 RMR_EXPORT int rmr_uuid_parse(const char *text, rmr_uuid *out)
 {
@@ -30,7 +20,7 @@ RMR_EXPORT int rmr_uuid_parse(const char *text, rmr_uuid *out)
 				return -EINVAL;
 			continue;
 		}
-		int hi = hexval(text[i]), lo = hexval(text[i + 1]);
+		int hi = hex_digit(text[i]), lo = hex_digit(text[i + 1]);
 		if (hi < 0 || lo < 0)
 			return -EINVAL;
 		out->b[n++] = (uint8_t)(hi << 4 | lo);
