@@ -63,6 +63,8 @@ struct req {
 	uint32_t seq;                /* writes submitted before it */
 	uint8_t *raced;              /* read: bytes a write was in flight over at submission */
 	unsigned done;               /* completions seen: must end at exactly 1 */
+	int status;
+	uint64_t t_submit, t_done;   /* virtual ns, for the history of a failing byte */
 	struct iovec iov;
 	uint8_t data[];
 };
@@ -216,6 +218,13 @@ static void quiet(void *ctx, enum rmr_log_level level, const char *msg)
 	(void)msg;
 }
 
+/* A replay's librmr log, stamped with virtual time like the schedule. */
+static void log_virtual(void *ctx, enum rmr_log_level level, const char *msg)
+{
+	(void)ctx;
+	printf("sim %8.3f s: rmr %d: %s\n", (double)loop_clock_ns() / 1e9, (int)level, msg);
+}
+
 static void world_begin(uint64_t seed)
 {
 	memset(&w, 0, sizeof(w));
@@ -225,7 +234,7 @@ static void world_begin(uint64_t seed)
 	if (w.debug)
 		setvbuf(stdout, NULL, _IONBF, 0);
 	/* Faults make librmr log errors by the thousand: only a replay shows them. */
-	rmr_log_set_sink(w.debug ? NULL : quiet, NULL, w.debug ? RMR_LOG_DEBUG : RMR_LOG_ERR);
+	rmr_log_set_sink(w.debug ? log_virtual : quiet, NULL, w.debug ? RMR_LOG_DEBUG : RMR_LOG_ERR);
 	fault_set(&(struct fault_cfg){ 0 });
 	fault_reset_stats();
 	loop_sim_begin(seed);
@@ -260,12 +269,35 @@ static void step(void)
 
 /* --- workload and model ---------------------------------------------------------------- */
 
+/* Requests of this schedule, freed at its end. */
+static struct req **reqs;
+static size_t nreqs, reqs_cap;
+
+/* Debug: every write over byte @b so far, to tell which one a bad read shows. */
+static void byte_history(uint64_t b, uint8_t seen)
+{
+	say("byte %llu: read %#x, model %#x; stores now %#x %#x %#x; writes over it:",
+	    (unsigned long long)b, seen, w.model[b], w.m[0].store.data[b], w.m[1].store.data[b],
+	    w.m[2].store.data[b]);
+	for (size_t k = 0; k < nreqs; k++) {
+		const struct req *r = reqs[k];
+
+		if (!r->write || b < r->addr || b >= r->addr + r->len)
+			continue;
+		say("  write [%llu, +%u) byte %#x: submitted %.3f s, %s %.3f s, status %d",
+		    (unsigned long long)r->addr, r->len, r->data[b - r->addr], r->t_submit / 1e9,
+		    r->done ? "done" : "pending", r->t_done / 1e9, r->status);
+	}
+}
+
 static void req_done(void *priv, int status)
 {
 	struct req *r = priv;
 
 	sim_check(++r->done == 1, "a %s at %llu completed twice", r->write ? "write" : "read",
 	      (unsigned long long)r->addr);
+	r->status = status;
+	r->t_done = loop_clock_ns();
 	w.inflight--;
 	if (r->write)
 		for (uint32_t i = 0; i < r->len; i++)
@@ -284,10 +316,13 @@ static void req_done(void *priv, int status)
 	} else if (status == (int)r->len) {
 		/* Bytes a write raced with may hold either value. */
 		for (uint32_t i = 0; i < r->len; i++)
-			sim_check(w.maybe[r->addr + i] || r->raced[i] || w.pending[r->addr + i] ||
-				  w.wseq[r->addr + i] > r->seq || r->data[i] == w.model[r->addr + i],
-			      "a read at %llu returned a byte at %llu that no acknowledged write left",
-			      (unsigned long long)r->addr, (unsigned long long)(r->addr + i));
+			if (!(w.maybe[r->addr + i] || r->raced[i] || w.pending[r->addr + i] ||
+			      w.wseq[r->addr + i] > r->seq || r->data[i] == w.model[r->addr + i])) {
+				byte_history(r->addr + i, r->data[i]);
+				sim_fail("a read at %llu returned a byte at %llu that no acknowledged "
+					 "write left", (unsigned long long)r->addr,
+					 (unsigned long long)(r->addr + i));
+			}
 		w.reads++;
 	} else {
 		sim_check(status < 0, "a read of %u bytes returned %d", r->len, status);
@@ -296,9 +331,6 @@ static void req_done(void *priv, int status)
 	/* Kept until the end of the schedule: a second completion must find it. */
 }
 
-/* Requests of this schedule, freed at its end. */
-static struct req **reqs;
-static size_t nreqs, reqs_cap;
 
 /* A request at @addr, or NULL if every slot is busy. */
 static struct req *submit_at(bool write, uint64_t addr, uint32_t len)
@@ -336,6 +368,7 @@ static struct req *submit_at(bool write, uint64_t addr, uint32_t len)
 		sim_check(reqs != NULL, "out of memory");
 	}
 	reqs[nreqs++] = r;
+	r->t_submit = loop_clock_ns();
 	w.inflight++;
 	r->seq = w.seq;
 	if (write) {
