@@ -496,7 +496,8 @@ static void finish_write_phase(struct rmr_client *c, struct slot *s)
 		failed_ids |= bit(m->id);
 		/*
 		 * -ENODATA: the member lacks a chunk of the range that no peer of
-		 * its can give now, and applied nothing; it stays, missing the write.
+		 * its can give now, and applied nothing. Decided below: it only
+		 * misses the write if some other member applied it.
 		 */
 		if (leg->status == -ENODATA)
 			refused_ids |= bit(m->id);
@@ -520,6 +521,14 @@ static void finish_write_phase(struct rmr_client *c, struct slot *s)
 			       : s->first_err && s->first_err != -ENODATA ? s->first_err : -EIO);
 		return;
 	}
+	/*
+	 * Others applied it: a member that refused now holds older bytes in
+	 * chunks it takes as current, and must not serve them. Out it goes,
+	 * to take the maps (with this write's marks) before it serves again.
+	 */
+	for (unsigned i = 0; i < nmem(c); i++)
+		if ((refused_ids & bit(c->members[i].id)) && c->members[i].state == RMR_MEMBER_NORMAL)
+			member_fail(&c->members[i], "missed a write: lacks a chunk no peer of its could give");
 	if (failed_ids) {
 		start_map_add(c, s, failed_ids);
 		return;
