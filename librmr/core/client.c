@@ -366,6 +366,7 @@ static void settle_done(struct member *m, const struct rmr_msg *msg)
 	}
 	if (msg->status < 0) {
 		member_fail(m, "reconcile failed");
+		admit_waiting(c); /* another member may be the source */
 		return;
 	}
 	c->unsettled_ids &= ~(1ull << m->id);
