@@ -27,6 +27,8 @@ enum mem_ev_kind { EV_CONNREQ, EV_CONNECTED, EV_CONNFAIL, EV_MSG, EV_SEND_DONE, 
 
 struct mem_tp;
 
+struct mem_ev;
+
 struct rmr_conn {
 	struct mem_tp *tp;
 	struct rmr_conn *peer; /* NULL once the peer end is gone */
@@ -34,6 +36,9 @@ struct rmr_conn {
 	unsigned refs;         /* the owner, plus events that name it */
 	bool open;             /* the owner has not closed it */
 	bool up;               /* connected (or accepted) */
+	/* Sent while the link was cut: delivered, in order, once it is restored. */
+	struct mem_ev *held_head, *held_tail;
+	struct rmr_conn *next_held; /* held_conns */
 };
 
 /* A receive buffer: lent to the core as @data, recycled on release. */
@@ -65,6 +70,7 @@ struct mem_tp {
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mem_tp *listeners;
+static struct rmr_conn *held_conns; /* connections holding messages, under mem_lock */
 
 #define FREE_BYTES_MAX (64u << 20)
 static struct mem_buf *free_bufs; /* under mem_lock */
@@ -123,6 +129,8 @@ static bool link_cut(const struct mem_tp *x, const struct mem_tp *y)
 	return false;
 }
 
+static void held_flush(void);
+
 int rmr_mem_link_cut(const char *a, const char *b, bool cut)
 {
 	int ret = cut ? -ENOSPC : 0;
@@ -144,6 +152,7 @@ int rmr_mem_link_cut(const char *a, const char *b, bool cut)
 			break;
 		}
 	}
+	held_flush();
 	pthread_mutex_unlock(&mem_lock);
 	return ret;
 }
@@ -187,6 +196,66 @@ static void ev_free(struct mem_ev *e)
 {
 	buf_put(e->buf);
 	free(e);
+}
+
+/* @msg goes out once the link of @c is restored, behind what @c holds. Under mem_lock. */
+static void held_add(struct rmr_conn *c, struct mem_ev *msg)
+{
+	msg->next = NULL;
+	if (!c->held_head) {
+		c->held_head = msg;
+		c->next_held = held_conns;
+		held_conns = c;
+	} else {
+		c->held_tail->next = msg;
+	}
+	c->held_tail = msg;
+}
+
+/* Drop what @c holds: the connection is gone. Under mem_lock. */
+static void held_drop(struct rmr_conn *c)
+{
+	if (!c->held_head)
+		return;
+	for (struct rmr_conn **p = &held_conns; *p; p = &(*p)->next_held) {
+		if (*p == c) {
+			*p = c->next_held;
+			break;
+		}
+	}
+	while (c->held_head) {
+		struct mem_ev *e = c->held_head;
+
+		c->held_head = e->next;
+		ev_free(e);
+	}
+	c->held_tail = NULL;
+}
+
+/* Deliver what connections held across links that are whole again. Under mem_lock. */
+static void held_flush(void)
+{
+	for (struct rmr_conn **p = &held_conns; *p;) {
+		struct rmr_conn *c = *p;
+
+		if (c->peer && link_cut(c->tp, c->peer->tp)) {
+			p = &c->next_held;
+			continue;
+		}
+		*p = c->next_held;
+		while (c->held_head) {
+			struct mem_ev *e = c->held_head;
+
+			c->held_head = e->next;
+			if (c->peer) {
+				e->conn = c->peer;
+				post(c->peer->tp, e);
+			} else {
+				ev_free(e);
+			}
+		}
+		c->held_tail = NULL;
+	}
 }
 
 static int mem_create(const struct rmr_transport_params *params,
@@ -306,15 +375,19 @@ static int mem_send(void *arg, struct rmr_conn *c, const struct iovec *iov, int 
 		pthread_mutex_unlock(&mem_lock);
 		return -ENOTCONN;
 	}
-	if (!link_cut(tp, c->peer->tp)) {
-		/* Receive buffers have room for max_msg bytes, as with a real transport. */
-		msg = ev_new(EV_MSG, c->peer);
-		msg->buf = buf_get(RMR_MAX(len, c->peer->tp->params.max_msg));
-		msg->len = len;
-		for (int i = 0; i < iovcnt; i++) {
-			memcpy(msg->buf->data + off, iov[i].iov_base, iov[i].iov_len);
-			off += iov[i].iov_len;
-		}
+	/* Receive buffers have room for max_msg bytes, as with a real transport. */
+	msg = ev_new(EV_MSG, c->peer);
+	msg->buf = buf_get(RMR_MAX(len, c->peer->tp->params.max_msg));
+	msg->len = len;
+	for (int i = 0; i < iovcnt; i++) {
+		memcpy(msg->buf->data + off, iov[i].iov_base, iov[i].iov_len);
+		off += iov[i].iov_len;
+	}
+	/* Across a cut link, as over TCP: nothing arrives until it is whole again. */
+	if (link_cut(tp, c->peer->tp) || c->held_head) {
+		msg->conn = NULL;
+		held_add(c, msg);
+	} else {
 		post(c->peer->tp, msg);
 	}
 	done = ev_new(EV_SEND_DONE, c);
@@ -354,6 +427,7 @@ static void mem_close(void *arg, struct rmr_conn *c)
 {
 	(void)arg;
 	pthread_mutex_lock(&mem_lock);
+	held_drop(c);
 	disconnect(c, -ECONNRESET);
 	c->open = false;
 	conn_put(c);

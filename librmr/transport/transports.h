@@ -13,9 +13,11 @@ extern const struct rmr_transport_ops rmr_fabric_transport_ops;
 extern const struct rmr_transport_ops rmr_mem_transport_ops;
 /*
  * Tests: cut (@cut true) or restore the link between the mem transport
- * instances named @a and @b (their rmr_transport_params name). Across a cut
- * link messages and connection requests vanish, as on a pulled cable:
- * nothing is closed, only silence tells. Returns 0 or -ENOSPC.
+ * instances named @a and @b (their rmr_transport_params name), as a pulled
+ * cable under TCP: nothing is closed, only silence tells. Connection
+ * requests vanish; messages on a connection wait and arrive, in order, once
+ * the link is restored, unless an end closed it first (a timeout gave up on
+ * it). Returns 0 or -ENOSPC.
  */
 int rmr_mem_link_cut(const char *a, const char *b, bool cut);
 
