@@ -441,10 +441,22 @@ static void note_error(struct slot *s, int status)
 		s->first_err = status;
 }
 
+/*
+ * Members that applied a write but not its MAP_ADD hold the data and lack
+ * the record of who missed it: taken as a pull source, one would leave a
+ * member stale for good (seed 6093). They take the maps before they serve
+ * again, as if they had missed a write.
+ */
+static void records_missed(struct rmr_client *c, uint64_t ids)
+{
+	if (ids)
+		client_note_missed(c, ids);
+}
+
 /* Ask the members that have the write to record the ones that missed it. */
 static void start_map_add(struct rmr_client *c, struct slot *s, uint64_t new_missed)
 {
-	uint64_t sent = 0;
+	uint64_t sent = 0, unrecorded = 0;
 
 	s->phase = SLOT_MAP_ADD;
 	s->missed_ids |= new_missed;
@@ -453,17 +465,21 @@ static void start_map_add(struct rmr_client *c, struct slot *s, uint64_t new_mis
 	for (unsigned i = 0; i < nmem(c); i++) {
 		struct member *m = &c->members[i];
 
-		if (!(s->ok_mask & bit(i)) || m->state != RMR_MEMBER_NORMAL)
+		if (!(s->ok_mask & bit(i)))
 			continue;
-		if (send_leg(c, s, m, RMR_MSG_MAP_ADD, s->missed_ids) == 0)
+		if (m->state == RMR_MEMBER_NORMAL && send_leg(c, s, m, RMR_MSG_MAP_ADD, s->missed_ids) == 0)
 			sent |= bit(i);
+		else
+			unrecorded |= bit(m->id);
 	}
 	s->ok_mask = 0;
 	if (!sent) {
 		/* Nobody holds the record of who missed it: members may differ. */
 		client_note_unsettled(c, s->holder_ids);
 		complete(c, s, -EIO);
+		return;
 	}
+	records_missed(c, unrecorded);
 }
 
 static void finish_write_phase(struct rmr_client *c, struct slot *s)
@@ -509,6 +525,8 @@ static void finish_write_phase(struct rmr_client *c, struct slot *s)
 	if (s->phase == SLOT_MAP_ADD) {
 		if (!nok)
 			client_note_unsettled(c, s->holder_ids);
+		else
+			records_missed(c, failed_ids);
 		complete(c, s, nok >= c->opts.min_legs ? 0 : -EIO);
 		return;
 	}
