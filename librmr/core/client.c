@@ -243,7 +243,9 @@ void member_fail(struct member *m, const char *reason)
 	 */
 	if (m->pulling)
 		c->map_ver++;
-	m->want_pull = m->pulling = false; /* writes thaw on the next tick */
+	m->want_pull = m->pulling = m->settle_blocked = m->gathered = false; /* writes thaw on the next tick */
+	if (c->gatherer == m)
+		c->gatherer = NULL; /* chosen again, from the start, once all are back */
 	/* The open, or a settling, picks another source. */
 	settle_lost = m->reconciling && c->settling;
 	if (settle_lost)
@@ -361,7 +363,9 @@ static void settle_done(struct member *m, const struct rmr_msg *msg)
 		snprintf(m->reason, sizeof(m->reason),
 			 "unknown writes; waits for a member holding every chunk");
 		m->settle_retry = loop_now(c->loop) + 100 * NS_PER_MS;
+		m->settle_blocked = true;
 		admit_waiting(c);
+		client_try_pulls(c);
 		return;
 	}
 	if (msg->status < 0) {
@@ -370,6 +374,7 @@ static void settle_done(struct member *m, const struct rmr_msg *msg)
 		return;
 	}
 	c->unsettled_ids &= ~(1ull << m->id);
+	m->settle_blocked = false;
 	m->map_ver = msg->map_ver;
 	c->map_ver = RMR_MAX(c->map_ver, msg->map_ver);
 	client_note_reported(m, msg->missed);
@@ -420,7 +425,7 @@ void member_admit(struct member *m)
 	member_set_state(m, RMR_MEMBER_NORMAL, "hello done, holds every acknowledged write");
 }
 
-static void send_pull(struct member *m, const struct member *src)
+static void send_pull(struct member *m, const struct member *src, uint32_t flags)
 {
 	struct rmr_client *c = m->c;
 	struct rmr_msg msg = {
@@ -428,7 +433,8 @@ static void send_pull(struct member *m, const struct member *src)
 		.pool_uuid = c->uuid,
 		.map_ver = c->map_ver,
 		.op = src->id,
-		.op_flags = (c->unsettled_ids & (1ull << m->id)) ? RMR_MAP_PULL_ABSORB : 0,
+		.op_flags = flags,
+		.missed = c->unsettled_ids & ~(1ull << m->id),
 	};
 
 	if (!send_map_request(m, &msg))
@@ -437,6 +443,79 @@ static void send_pull(struct member *m, const struct member *src)
 	m->pull_source = src->id;
 	log_notice("pool=%s member=%u addr=%s: taking the dirty maps from member %u", c->name,
 		   m->id, m->addr, src->id);
+}
+
+/*
+ * No member is NORMAL, and every member missed writes: none holds every
+ * acknowledged write, yet together they do (seed 3247: one crashed holding
+ * the chunks another had still to copy in, which then took writes alone).
+ * The one with the highest map version takes the maps of every other
+ * member, added up (RMR_MAP_PULL_ALL): it then knows every chunk it missed
+ * and which peer lacks what, copies them from its peers, and the others
+ * take the maps from it as usual. Only with every member back, each
+ * waiting for the maps (or unsettled and unable to be the source: it lacks
+ * chunks of its log, and copies nothing before it took maps; seed 648):
+ * the record of one that is down may be the only one naming a chunk that
+ * was missed.
+ */
+static void gather_start(struct rmr_client *c)
+{
+	struct member *lead = NULL;
+	struct rmr_msg msg = {
+		.type = RMR_MSG_MAP_PULL,
+		.pool_uuid = c->uuid,
+		.map_ver = c->map_ver,
+		.op_flags = RMR_MAP_PULL_ALL,
+	};
+
+	if (c->gatherer || c->settling || c->closing || c->fenced)
+		return;
+	for (unsigned i = 0; i < c->nmembers; i++) {
+		struct member *m = &c->members[i];
+
+		if (m->state == RMR_MEMBER_DETACHED || m->state == RMR_MEMBER_REMOVED)
+			continue;
+		if (m->state != RMR_MEMBER_RECONNECTING || !m->hello_done ||
+		    !(m->want_pull || m->settle_blocked) || m->pulling || m->reconciling)
+			return;
+		if (!lead || m->map_ver > lead->map_ver)
+			lead = m;
+	}
+	/* It has them all, and copies what it lacks before it can settle. */
+	if (!lead || lead->gathered)
+		return;
+	/*
+	 * No `missed` (unsettled peers not to copy from): it is the one the
+	 * others converge on, whatever bytes of unknown outcome it copies in.
+	 */
+	if (!send_map_request(lead, &msg))
+		return;
+	lead->pulling = true;
+	lead->pull_source = 0;
+	c->gatherer = lead;
+	log_notice("pool=%s member=%u addr=%s: no member holds every write: this one takes the maps of every other",
+		   c->name, lead->id, lead->addr);
+}
+
+/* The gatherer took every member's maps: it serves, or first settles. */
+static void gather_done(struct member *lead)
+{
+	struct rmr_client *c = lead->c;
+
+	lead->backoff_ms = 0;
+	lead->gathered = true;
+	if (!(c->unsettled_ids & (1ull << lead->id)))
+		member_set_state(lead, RMR_MEMBER_NORMAL,
+				 "took the maps of every member; resyncs from its peers");
+	/*
+	 * The others are decided again (they take the maps from it), or, with
+	 * writes of unknown outcome, it becomes their source (member_admit).
+	 * Still the gatherer meanwhile: none of them may start a gather.
+	 */
+	client_forget_missed(c, lead->id);
+	if (lead->state == RMR_MEMBER_RECONNECTING && !lead->reconciling && !c->settling)
+		member_admit(lead);
+	c->gatherer = NULL;
 }
 
 void client_try_pulls(struct rmr_client *c)
@@ -457,11 +536,13 @@ void client_try_pulls(struct rmr_client *c)
 		return;
 	if (!want || !src || c->closing) {
 		for (unsigned i = 0; want && !src && i < c->nmembers; i++)
-			if (c->members[i].want_pull)
+			if (c->members[i].want_pull && !c->members[i].pulling)
 				snprintf(c->members[i].reason, sizeof(c->members[i].reason),
 					 "missed writes; no current member to take maps from");
 		if (c->frozen)
 			client_io_thaw(c);
+		if (want && !src)
+			gather_start(c);
 		return;
 	}
 	c->frozen = true;
@@ -471,7 +552,7 @@ void client_try_pulls(struct rmr_client *c)
 		struct member *m = &c->members[i];
 
 		if (m->want_pull && !m->pulling)
-			send_pull(m, src);
+			send_pull(m, src, (c->unsettled_ids & (1ull << m->id)) ? RMR_MAP_PULL_ABSORB : 0);
 	}
 }
 
@@ -491,15 +572,23 @@ static void on_pull_rsp(struct member *m, const struct rmr_msg *msg)
 		snprintf(why, sizeof(why), "map update failed: %s", strerror(-msg->status));
 		member_fail(m, why);
 	} else {
-		c->unsettled_ids &= ~(1ull << m->id);
+		/* A gatherer that may hold writes of unknown outcome is their source. */
+		if (c->gatherer != m)
+			c->unsettled_ids &= ~(1ull << m->id);
 		m->stale_al = false;
+		m->settle_blocked = false;
 		c->map_ver = RMR_MAX(c->map_ver, msg->map_ver);
 		m->map_ver = msg->map_ver;
 		m->map_updates++;
 		m->backoff_ms = 0;
-		member_set_state(m, RMR_MEMBER_NORMAL, "took the dirty maps; resyncs from its peers");
-		/* Last: the members this one held out are decided again. */
-		client_forget_missed(c, m->id);
+		if (c->gatherer == m) {
+			gather_done(m);
+		} else {
+			member_set_state(m, RMR_MEMBER_NORMAL,
+					 "took the dirty maps; resyncs from its peers");
+			/* Last: the members this one held out are decided again. */
+			client_forget_missed(c, m->id);
+		}
 	}
 	client_try_pulls(c);
 }

@@ -117,6 +117,8 @@ struct member {
 	bool maintenance;            /* the operator holds it out of I/O */
 	bool want_pull;              /* missed writes: must take the maps before NORMAL */
 	uint64_t settle_retry;       /* ns: it could not be the source then (still copying) */
+	bool settle_blocked;         /* ... and it still lacks chunks of its log: see gather_start */
+	bool gathered;               /* took every member's maps since it came back */
 	bool pulling;                /* MAP_PULL sent, no answer yet */
 	bool stale_al;               /* holds an activity log of a writer that crashed */
 	bool reconciling;            /* RECONCILE sent, no answer yet (uses @pull) */
@@ -183,6 +185,13 @@ struct rmr_client {
 	 */
 	uint64_t unsettled_ids;
 	bool settling;               /* that RECONCILE runs: admissions wait for it */
+	/*
+	 * No member current and each missed writes: @gatherer takes the maps
+	 * of every other member (indexes in @gather_from still to go) before
+	 * it serves; see gather_start.
+	 */
+	struct member *gatherer;
+	uint64_t gather_from;
 	uint64_t writer_epoch;       /* highest the members granted */
 	bool fenced;                 /* a newer writer took the pool: every request fails */
 	unsigned nmembers;

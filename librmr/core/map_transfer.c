@@ -103,22 +103,32 @@ static void drop_clean_pending(struct srv_pool *p)
 	p->nclean_pending = kept;
 }
 
+/* Every chunk dirty in @from becomes dirty in @to. */
+static int map_add(struct dirty_map *to, const struct dirty_map *from)
+{
+	for (uint64_t c = dirty_map_next(from, 0, DIRTY_BIT); c != UINT64_MAX;
+	     c = dirty_map_next(from, c + 1, DIRTY_BIT)) {
+		int ret = dirty_map_mark(to, c, 1);
+
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
 /* Every page arrived: make the pulled maps ours, durably. */
 static int pull_apply(struct srv_pool *p)
 {
 	unsigned self = p->params.member_id;
-	struct dirty_map *own = pool_own_map(p), *got = p->pull_maps[self];
+	struct dirty_map *own = pool_own_map(p);
 	uint64_t before = dirty_map_count(own);
 	int ret;
 
-	for (uint64_t c = dirty_map_next(got, 0, DIRTY_BIT); c != UINT64_MAX;
-	     c = dirty_map_next(got, c + 1, DIRTY_BIT)) {
-		ret = dirty_map_mark(own, c, 1);
-		if (ret < 0)
-			return ret;
-	}
+	ret = map_add(own, p->pull_maps[self]);
+	if (ret < 0)
+		return ret;
 	/* Writes of a writer that crashed may have reached only this member. */
-	ret = pool_al_absorb(p, p->pull_writer, p->pull_absorb_own);
+	ret = pool_al_absorb(p, p->pull_writer, p->pull_flags & RMR_MAP_PULL_ABSORB);
 	if (ret < 0)
 		return ret;
 	if (before == 0 && dirty_map_count(own))
@@ -137,17 +147,26 @@ static int pull_apply(struct srv_pool *p)
 		 */
 		if (p->full_clear_ver[id] && p->pull_mark_ver[id] <= p->full_clear_ver[id])
 			dirty_map_clear_all(p->pull_maps[id]);
+		/* Gathered from every member: what any of them knows stays. */
+		if (p->pull_flags & RMR_MAP_PULL_ALL) {
+			ret = map_add(p->pull_maps[id], old);
+			if (ret < 0)
+				return ret;
+		}
 		p->maps[id] = p->pull_maps[id];
 		p->pull_maps[id] = old;
 		if (!dirty_map_count(old) != !dirty_map_count(p->maps[id]))
 			server_event_dirty(p, (uint16_t)id, dirty_map_count(p->maps[id]) != 0);
 	}
 	/*
-	 * Only the client's version at the MAP_PULL: every write that missed
-	 * this member before it is in the pulled maps (writes were frozen), and
-	 * a newer version from the source could let a stale MAP_CLEAR pass.
+	 * The client's version at the MAP_PULL: every write that missed this
+	 * member before it is in the pulled maps (writes were frozen). A newer
+	 * version of the source could let a stale MAP_CLEAR pass, except the
+	 * one of its newest mark for this member, pulled with the rest: a
+	 * settle on the source while the pull waited makes one (seed 4555).
+	 * Below it, our MAP_CLEARs would be refused by every peer for good.
 	 */
-	p->map_ver = RMR_MAX(p->map_ver, p->pull_map_ver);
+	p->map_ver = RMR_MAX(p->map_ver, RMR_MAX(p->pull_map_ver, p->pull_mark_ver[self]));
 	/*
 	 * The pulled marks of a member are no newer than the version the source
 	 * sent for them: that member may clear them from that version on. Our
@@ -158,21 +177,63 @@ static int pull_apply(struct srv_pool *p)
 		p->mark_ver[id] = RMR_MAX(p->mark_ver[id], p->pull_mark_ver[id]);
 	if (before == 0)
 		p->resync_done = 0; /* a new episode of resync starts */
+	p->pull_done_ver = p->pull_map_ver;
 	ret = pool_save_all_maps(p);
 	if (ret == 0 && pool_al_stale(p, p->pull_writer))
 		ret = pool_al_clear(p); /* its ranges are dirty bits on disk now */
 	if (ret < 0)
 		return ret;
 	p->maps_current = true;
+	p->uncertain_peers = p->pull_uncertain;
 	p->map_pulls++;
-	log_notice("pool=%s member=%u: took the dirty maps from member %u (map version %llu): "
-		   "%llu chunks to copy in",
-		   p->name, self, p->pull_source, (unsigned long long)p->map_ver,
-		   (unsigned long long)dirty_map_count(own));
+	if (p->pull_flags & RMR_MAP_PULL_ALL)
+		log_notice("pool=%s member=%u: took the dirty maps of every member (map version %llu): "
+			   "%llu chunks to copy in",
+			   p->name, self, (unsigned long long)p->map_ver,
+			   (unsigned long long)dirty_map_count(own));
+	else
+		log_notice("pool=%s member=%u: took the dirty maps from member %u (map version %llu): "
+			   "%llu chunks to copy in",
+			   p->name, self, p->pull_source, (unsigned long long)p->map_ver,
+			   (unsigned long long)dirty_map_count(own));
 	return 0;
 }
 
+/* The next member to take the maps from, of those left. */
+static void next_source(struct srv_pool *p)
+{
+	unsigned id = 1;
+
+	while (!(p->pull_left & (1ull << id)))
+		id++;
+	p->pull_left &= ~(1ull << id);
+	p->pull_skip = 0;
+	p->pull_source = (uint16_t)id;
+	p->pull_started = false;
+	/* A member that just started may not have its session to the source yet. */
+	p->pull_wait_until = loop_now(p->srv->loop) + PULL_WAIT_NS;
+}
+
 static void get_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int status);
+
+/*
+ * Taking the maps of every member, a source's record of member @id whose
+ * newest mark has version @mark_ver can be older than what we know: for
+ * ourselves, no newer than our last pull, which brought every mark made up
+ * to its version, writes being frozen (seed 3247: a member down since kept marks this one had copied and
+ * cleared); for a peer, no newer than the full clear it sent us. Added up
+ * with the rest, such marks would name chunks nobody lacks, maybe dirty
+ * for every member. (A pull from one source drops the latter as a whole,
+ * pull_apply.)
+ */
+static bool outdated(const struct srv_pool *p, unsigned id, uint64_t mark_ver)
+{
+	if (!(p->pull_flags & RMR_MAP_PULL_ALL))
+		return false;
+	if (id == p->params.member_id)
+		return p->pull_done_ver && mark_ver <= p->pull_done_ver;
+	return p->full_clear_ver[id] && mark_ver <= p->full_clear_ver[id];
+}
 
 static int get_next(struct srv_pool *p, uint16_t id, uint64_t chunk)
 {
@@ -202,12 +263,15 @@ static void get_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int 
 				status = -EPROTO;
 				break;
 			}
-			if (r.flags & RMR_MAP_RANGE_MARK_VER)
+			if (r.flags & RMR_MAP_RANGE_MARK_VER) {
 				p->pull_mark_ver[r.member_id] =
 					RMR_MAX(p->pull_mark_ver[r.member_id], r.first);
-			else
+				if (outdated(p, r.member_id, r.first))
+					p->pull_skip |= 1ull << r.member_id;
+			} else if (!(p->pull_skip & (1ull << r.member_id))) {
 				status = dirty_map_mark(p->pull_maps[r.member_id], r.first,
 							r.count);
+			}
 		}
 	}
 	if (status == 0 && (p->removing || !p->pull_sess))
@@ -216,6 +280,12 @@ static void get_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int 
 		status = get_next(p, rsp->op, rsp->addr);
 		if (status == 0)
 			return;
+	}
+	/* Taking them from every member: the pages of the next add up with these. */
+	if (status == 0 && p->pull_left) {
+		next_source(p);
+		map_transfer_tick(p, loop_now(p->srv->loop));
+		return;
 	}
 	if (status == 0)
 		status = pull_apply(p);
@@ -245,16 +315,23 @@ int map_transfer_store_probe(struct srv_pool *p)
 }
 
 void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t source,
-		       uint64_t map_ver, bool absorb_own)
+		       uint64_t map_ver, uint32_t flags, uint64_t uncertain)
 {
+	uint64_t from = 1ull << source;
 	int ret = 0;
 
 	if (p->pull_running) {
 		server_ctrl_send(sess, &sess->pull_rsp, RMR_MSG_MAP_PULL_RSP, -EBUSY, 0);
 		return;
 	}
-	if (source == p->params.member_id || !(p->params.members_mask & (1ull << source)) ||
-	    !p->peers[source])
+	if (flags & RMR_MAP_PULL_ALL) {
+		from = 0;
+		for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+			if (p->peers[id])
+				from |= 1ull << id;
+	}
+	from &= p->params.members_mask & ~(1ull << p->params.member_id);
+	if (!from || (!(flags & RMR_MAP_PULL_ALL) && !p->peers[source]))
 		ret = -EINVAL;
 	else
 		ret = map_transfer_store_probe(p);
@@ -269,15 +346,15 @@ void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t so
 	p->maps_current = false;
 	p->resync_epoch++;
 	p->pull_sess = sess;
-	p->pull_source = source;
+	p->pull_left = from;
+	if (from)
+		next_source(p);
 	p->pull_map_ver = map_ver;
 	p->pull_writer = sess->incarnation;
-	p->pull_absorb_own = absorb_own;
+	p->pull_flags = flags;
+	p->pull_uncertain = uncertain & ~(1ull << p->params.member_id);
 	memset(p->pull_mark_ver, 0, sizeof(p->pull_mark_ver));
 	p->pull_running = true;
-	p->pull_started = false;
-	/* A member that just started may not have its session to the source yet. */
-	p->pull_wait_until = loop_now(p->srv->loop) + PULL_WAIT_NS;
 	if (ret < 0)
 		pull_answer(p, ret);
 	else

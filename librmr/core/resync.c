@@ -44,7 +44,7 @@ static struct peer *pick_peer(struct srv_pool *p, uint64_t chunk, uint64_t tried
 		unsigned id = 1 + (p->rr_peer + i) % RMR_MAX_MEMBER_ID;
 		struct peer *pe = p->peers[id];
 
-		if (!peer_is_up(pe) || (tried & (1ull << id)))
+		if (!peer_is_up(pe) || (tried & (1ull << id)) || (p->uncertain_peers & (1ull << id)))
 			continue;
 		if (p->maps[id] && (dirty_map_get(p->maps[id], chunk) & DIRTY_BIT))
 			continue;
@@ -564,8 +564,10 @@ void resync_peer_clean(struct srv_pool *p, uint16_t id, uint64_t map_ver, uint64
 	if (!m || map_ver < p->mark_ver[id])
 		return;
 	/* Kept for a map pull that may bring back marks this clear covers. */
-	if (first == 0 && count >= p->nchunks)
+	if (first == 0 && count >= p->nchunks) {
 		p->full_clear_ver[id] = RMR_MAX(p->full_clear_ver[id], map_ver);
+		p->uncertain_peers &= ~(1ull << id); /* it converged */
+	}
 	for (uint64_t c = dirty_map_next(m, first, DIRTY_BIT); c < first + count;
 	     c = dirty_map_next(m, c + 1, DIRTY_BIT))
 		pool_clear_chunk(p, id, c);

@@ -463,6 +463,28 @@ static void req_done(struct srv_req *req)
 		   read ? req->read_len : 0);
 }
 
+/*
+ * A write goes on record only once nothing stands between it and the
+ * store: the members it missed are marked, and its range joins the activity
+ * log (before the data, should the writer crash). Not on arrival: a write
+ * that then fails waiting for a chunk copy would leave marks for the others
+ * on a chunk none of them lacks (seed 3247), and with every member marked
+ * for it, no one would copy it from anyone.
+ */
+static int write_record(struct srv_req *req)
+{
+	struct srv_session *sess = req->sess;
+	struct srv_pool *p = sess->pool;
+	int ret;
+
+	ret = pool_note(p, req->map_ver, req->missed);
+	if (ret == 0)
+		ret = pool_mark(p, req->missed, req->map_ver, req->io.addr, req->io.len);
+	if (ret == 0 && sess->role == RMR_ROLE_CLIENT)
+		ret = pool_al_note(p, sess->incarnation, req->slot, req->io.addr, req->io.len);
+	return ret;
+}
+
 /* Hand a client READ or WRITE to the store, unless it waits for a chunk copy. */
 static void req_start(struct srv_req *req)
 {
@@ -470,6 +492,11 @@ static void req_start(struct srv_req *req)
 
 	if (resync_hold(p, req))
 		return;
+	if (req->type == RMR_MSG_WRITE && write_record(req) < 0) {
+		req->status = -EIO;
+		req_done(req);
+		return;
+	}
 	p->ops.io(p->store, &req->io);
 }
 
@@ -675,17 +702,8 @@ static void on_request(struct srv_session *sess, const struct rmr_msg *msg, void
 			req_answer(req, RMR_MSG_WRITE_RSP, -ENODATA, 0);
 			return;
 		}
-		ret = pool_note(p, msg->map_ver, msg->missed);
-		if (ret == 0)
-			ret = pool_mark(p, msg->missed, msg->map_ver, msg->addr, msg->len);
-		/* Before the data: where this write lands is on record should the writer crash. */
-		if (ret == 0 && sess->role == RMR_ROLE_CLIENT)
-			ret = pool_al_note(p, sess->incarnation, msg->slot, msg->addr, msg->len);
-		if (ret < 0) {
-			p->errors++;
-			req_answer(req, RMR_MSG_WRITE_RSP, -EIO, 0);
-			return;
-		}
+		req->map_ver = msg->map_ver;
+		req->missed = msg->missed;
 		if (msg->payload_len)
 			req->io.data_len = msg->payload_len;
 		else
@@ -729,8 +747,7 @@ static void on_map_pull(struct srv_session *sess, const struct rmr_msg *msg)
 		server_ctrl_send(sess, &sess->pull_rsp, RMR_MSG_MAP_PULL_RSP, -ESTALE, 0);
 		return;
 	}
-	map_transfer_pull(sess->pool, sess, msg->op, msg->map_ver,
-			  msg->op_flags & RMR_MAP_PULL_ABSORB);
+	map_transfer_pull(sess->pool, sess, msg->op, msg->map_ver, msg->op_flags, msg->missed);
 }
 
 /* The writer changes the pool's membership, or asks whether it may. */

@@ -48,6 +48,7 @@ struct srv_req {
 	bool in_store;               /* the store has it, or it waits for a chunk copy */
 	bool clears_chunk;           /* a whole-chunk write that makes a dirty chunk clean */
 	uint64_t clear_epoch;        /* the resync epoch of its first such claim */
+	uint64_t map_ver, missed;    /* WRITE: put on record just before it is applied */
 	struct sync_waiter waiter;   /* waits for the copy of a dirty chunk */
 	struct srv_req *done_next;   /* completions from other threads */
 };
@@ -168,19 +169,22 @@ void server_event_map_update(struct srv_pool *p, uint16_t source, int status);
 uint32_t map_transfer_serve(const struct srv_pool *p, void *buf, uint32_t cap, uint16_t *id,
 			    uint64_t *chunk, bool *last);
 /*
- * MAP_PULL from a client on @sess: take every map from member @source, then
- * answer; the client's map version @map_ver counts once the maps are saved.
- * With @absorb_own the ranges of the client's own activity log become dirty
- * here too (writes of unknown outcome, see RMR_MAP_PULL_ABSORB).
- */
-/*
  * A member proves that its store works (a read of the first 4 KiB and a
  * flush) before it takes the maps or becomes the source others converge
  * on. Returns 0 or -EIO.
  */
 int map_transfer_store_probe(struct srv_pool *p);
+/*
+ * MAP_PULL from a client on @sess: take every map from member @source, then
+ * answer; the client's map version @map_ver counts once the maps are saved.
+ * @flags: RMR_MAP_PULL_ABSORB, the ranges of the client's own activity log
+ * become dirty here too (writes of unknown outcome); RMR_MAP_PULL_ALL
+ * (@source 0), from every other member in turn, all added to ours.
+ * @uncertain: members that may hold writes of unknown outcome, which this
+ * member must not copy chunks from until each says it holds every chunk.
+ */
 void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t source,
-		       uint64_t map_ver, bool absorb_own);
+		       uint64_t map_ver, uint32_t flags, uint64_t uncertain);
 /* Periodic: a pull waiting for its source's session starts or gives up. */
 void map_transfer_tick(struct srv_pool *p, uint64_t now);
 /* @sess is going away: a pull it asked for is answered to no one. */

@@ -18,18 +18,19 @@
 
 /*
  * librmr's metadata blob: what a member must remember across restarts. The
- * header, then (version 2) the pool's membership as on the wire
+ * header, then (version 2 on) the pool's membership as on the wire
  * (rmr_wire_members and its entries). A version 1 blob has no membership:
- * the one the store was formatted with holds.
+ * the one the store was formatted with holds. Version 3 gives the field
+ * that versions 1 and 2 kept zero a meaning: pulled_ver.
  */
 #define META_MAGIC 0x4d524d52u /* "RMRM" */
-#define META_VERSION 2
+#define META_VERSION 3
 struct meta_hdr {
 	rmr_le32 magic;
 	rmr_le32 version;
 	rmr_le64 map_ver;   /* highest map version seen */
 	rmr_le64 missed;    /* member ids known to have missed writes */
-	rmr_le64 reserved;  /* zero */
+	rmr_le64 pulled_ver; /* the client's map version at the last map pull taken; 0: none */
 };
 _Static_assert(sizeof(struct meta_hdr) == 32, "meta blob header size");
 #define META_BLOB_MAX (sizeof(struct meta_hdr) + RMR_WIRE_MEMBERS_MAX)
@@ -69,6 +70,7 @@ int pool_meta_save(struct srv_pool *p)
 		.version = cpu_to_le32(META_VERSION),
 		.map_ver = cpu_to_le64(p->map_ver),
 		.missed = cpu_to_le64(p->missed),
+		.pulled_ver = cpu_to_le64(p->pull_done_ver),
 	};
 	uint8_t blob[META_BLOB_MAX];
 	size_t len;
@@ -237,15 +239,17 @@ static int pool_meta_load(struct srv_pool *p)
 	}
 	memcpy(&m, blob, RMR_MIN(len, sizeof(m)));
 	if (len < sizeof(m) || le32_to_cpu(m.magic) != META_MAGIC ||
-	    (le32_to_cpu(m.version) != 1 && le32_to_cpu(m.version) != META_VERSION) ||
-	    (le32_to_cpu(m.version) == 1 && len != sizeof(m)) || le64_to_cpu(m.reserved) != 0 ||
-	    (le64_to_cpu(m.missed) & 1)) {
+	    le32_to_cpu(m.version) < 1 || le32_to_cpu(m.version) > META_VERSION ||
+	    (le32_to_cpu(m.version) == 1 && len != sizeof(m)) ||
+	    (le32_to_cpu(m.version) < 3 && le64_to_cpu(m.pulled_ver) != 0) ||
+	    le64_to_cpu(m.pulled_ver) > le64_to_cpu(m.map_ver) || (le64_to_cpu(m.missed) & 1)) {
 		log_err("pool=%s member=%u: metadata blob is corrupt or of an unknown version",
 			p->name, p->params.member_id);
 		return -EBADMSG;
 	}
 	p->map_ver = le64_to_cpu(m.map_ver);
 	p->missed = le64_to_cpu(m.missed);
+	p->pull_done_ver = le64_to_cpu(m.pulled_ver);
 	if (le32_to_cpu(m.version) == 1)
 		return 0;
 	if (rmr_wire_decode_members(blob + sizeof(m), len - sizeof(m), &ms, why, sizeof(why)) < 0 ||
@@ -309,6 +313,9 @@ int pool_mark_chunks(struct srv_pool *p, unsigned id, uint64_t first, uint64_t c
 	 * holding them could not be written (then it is stale, and tried again). */
 	if (dirty_map_count(p->maps[id]) == before && !blocks_stale(p, id, first, first + count - 1))
 		return 0;
+	log_debug("pool=%s member=%u: member %u missed chunks %llu..%llu (mark version %llu)", p->name,
+		  p->params.member_id, id, (unsigned long long)first,
+		  (unsigned long long)(first + count - 1), (unsigned long long)p->mark_ver[id]);
 	if (before == 0)
 		server_event_dirty(p, (uint16_t)id, true);
 	ret = write_blocks(p, id, first, first + count - 1);
@@ -348,6 +355,8 @@ void pool_clear_chunk(struct srv_pool *p, unsigned id, uint64_t chunk)
 {
 	if (!p->maps[id] || !(dirty_map_get(p->maps[id], chunk) & DIRTY_BIT))
 		return;
+	log_debug("pool=%s member=%u: member %u holds chunk %llu", p->name, p->params.member_id, id,
+		  (unsigned long long)chunk);
 	dirty_map_set(p->maps[id], chunk, 0);
 	if (dirty_map_count(p->maps[id]) == 0)
 		server_event_dirty(p, (uint16_t)id, false);
@@ -597,6 +606,14 @@ int pool_al_reconcile(struct srv_pool *p, uint64_t writer, bool own)
 	else
 		log_notice("pool=%s member=%u: writes of unknown outcome: %u ranges of the activity log become dirty for the other members",
 			   p->name, p->params.member_id, p->al->n);
+	/*
+	 * The source of writes of unknown outcome holds, by decree, what the
+	 * others converge on: a mark for it made until now (for a write that
+	 * failed everywhere) names nothing it lacks (seed 113), as if it had
+	 * taken the maps at this version.
+	 */
+	if (own)
+		p->pull_done_ver = p->map_ver + 1;
 	/* The coarse record and the version first: a crash in between over-marks. */
 	ret = pool_note(p, p->map_ver + 1, others);
 	if (ret < 0)

@@ -110,7 +110,17 @@ struct srv_pool {
 	uint16_t pull_source;
 	uint64_t pull_map_ver;       /* the client's map version in the MAP_PULL */
 	uint64_t pull_writer;        /* the incarnation of the client that asked */
-	bool pull_absorb_own;        /* ... and its own log's ranges become dirty here */
+	uint32_t pull_flags;         /* RMR_MAP_PULL_ABSORB, RMR_MAP_PULL_ALL */
+	uint64_t pull_left;          /* RMR_MAP_PULL_ALL: member ids still to take maps from */
+	uint64_t pull_skip;          /* ... member ids whose map from this source is outdated */
+	uint64_t pull_done_ver;      /* the client's version at our last pull (0: none); saved */
+	uint64_t pull_uncertain;     /* the MAP_PULL's members holding writes of unknown outcome */
+	/*
+	 * Peers not to copy from: they may hold writes of unknown outcome that
+	 * the others lack (seed 6187). Each leaves it once it told us it holds
+	 * every chunk (a full MAP_CLEAR), after it converged.
+	 */
+	uint64_t uncertain_peers;
 	uint64_t pull_mark_ver[RMR_MAX_MEMBER_ID + 1]; /* the source's, per member (MAP_GET_RSP) */
 	struct dirty_map *pull_maps[RMR_MAX_MEMBER_ID + 1];
 	uint64_t map_pulls;

@@ -131,7 +131,7 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 		return reject(why, whylen, "%s: status %d is not an errno", rmr_msg_type_name(m->type),
 			      m->status);
 	if (m->missed && m->type != RMR_MSG_WRITE && m->type != RMR_MSG_MAP_ADD &&
-	    m->type != RMR_MSG_HELLO_RSP && m->type != RMR_MSG_RECONCILE_RSP &&
+	    m->type != RMR_MSG_MAP_PULL && m->type != RMR_MSG_HELLO_RSP && m->type != RMR_MSG_RECONCILE_RSP &&
 	    m->type != RMR_MSG_MAP_MARK && m->type != RMR_MSG_HEARTBEAT)
 		return reject(why, whylen, "%s: unexpected missed-member mask",
 			      rmr_msg_type_name(m->type));
@@ -184,10 +184,12 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 			return reject(why, whylen, "SYNC_READ_RSP: error carries a payload");
 		break;
 	case RMR_MSG_MAP_PULL:
-		if (m->op == 0 || m->op > RMR_MAX_MEMBER_ID || m->payload_len != 0)
-			return reject(why, whylen, "MAP_PULL: source member %u out of range or payload",
-				      m->op);
-		if (m->op_flags & ~RMR_MAP_PULL_ABSORB)
+		if ((m->op_flags & RMR_MAP_PULL_ALL) ? m->op != 0
+						      : m->op == 0 || m->op > RMR_MAX_MEMBER_ID)
+			return reject(why, whylen, "MAP_PULL: source member %u out of range", m->op);
+		if (m->payload_len != 0)
+			return reject(why, whylen, "MAP_PULL: a payload");
+		if (m->op_flags & ~RMR_MAP_PULL_FLAGS)
 			return reject(why, whylen, "MAP_PULL: unknown flags 0x%x", m->op_flags);
 		break;
 	case RMR_MSG_RECONCILE:

@@ -27,7 +27,7 @@
 #include <rmr/rmr.h>
 
 #define RMR_WIRE_MAGIC 0x31524d52u /* "RMR1" */
-#define RMR_WIRE_VERSION 5
+#define RMR_WIRE_VERSION 6
 /* Largest payload of any message; the session's max_io_size is smaller. */
 #define RMR_WIRE_MAX_PAYLOAD (4u << 20)
 
@@ -228,6 +228,14 @@ _Static_assert(sizeof(struct rmr_wire_chunk_sum) == 8, "chunk sum size");
 #define RMR_RECONCILE_OWN 1u
 /* MAP_PULL op_flags: the same; this member marks its own log's ranges dirty too. */
 #define RMR_MAP_PULL_ABSORB 1u
+/*
+ * MAP_PULL op_flags: no member is current, and each missed writes. The
+ * maps are taken from every other member in turn (`op` is 0) and added to
+ * what this member has on record rather than replacing it: it then knows
+ * all that any of them knows (client.c, gather_start).
+ */
+#define RMR_MAP_PULL_ALL 2u
+#define RMR_MAP_PULL_FLAGS (RMR_MAP_PULL_ABSORB | RMR_MAP_PULL_ALL)
 
 struct rmr_wire_members {
 	rmr_le64 version;            /* 0: as the stores were formatted */

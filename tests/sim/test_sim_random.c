@@ -410,12 +410,19 @@ static void settle(unsigned ms)
 	sim_check(w.inflight == 0, "%u requests still unanswered after %u ms", w.inflight, ms);
 }
 
+/* Every request so far completed exactly once. */
+static void reqs_check(void)
+{
+	for (size_t i = 0; i < nreqs; i++)
+		sim_check(reqs[i]->done == 1, "a request completed %u times", reqs[i]->done);
+}
+
+/* At the end of a schedule (kept until then for byte_history). */
 static void reqs_free(void)
 {
-	for (size_t i = 0; i < nreqs; i++) {
-		sim_check(reqs[i]->done == 1, "a request completed %u times", reqs[i]->done);
+	reqs_check();
+	for (size_t i = 0; i < nreqs; i++)
 		free(reqs[i]);
-	}
 	nreqs = 0;
 }
 
@@ -568,7 +575,7 @@ static void heal_and_check(void)
 		w.m[i].store.map_tear_blocks = 0;
 	}
 	settle(20000);
-	reqs_free();
+	reqs_check();
 	for (unsigned i = 0; i < NMEMBERS; i++)
 		if (!w.m[i].srv)
 			member_start(i);
@@ -576,6 +583,20 @@ static void heal_and_check(void)
 		loop_sim_run(10 * MS);
 	if (!all_normal()) {
 		struct rmr_pool_status st = { .size = sizeof(st) };
+
+		for (uint64_t ch = 0; w.debug && ch < POOL_SIZE / CHUNK; ch++) {
+			char who[NMEMBERS + 1] = { 0 };
+
+			for (unsigned i = 0; i < NMEMBERS; i++) {
+				bool same = true;
+
+				for (uint64_t b = ch * CHUNK; b < (ch + 1) * CHUNK; b++)
+					if (!w.maybe[b] && w.m[i].store.data[b] != w.model[b])
+						same = false;
+				who[i] = same ? '0' + (char)(i + 1) : '-';
+			}
+			say("chunk %llu: stores holding the model: %s", (unsigned long long)ch, who);
+		}
 
 		sim_check(rmr_client_status(w.c, &st) == 0, "rmr_client_status failed");
 		sim_fail("not all members NORMAL 30 s after the faults stopped: 1 %s (%s), "
@@ -586,7 +607,7 @@ static void heal_and_check(void)
 	}
 	w.bad_reads = 0;
 	read_all();
-	reqs_free();
+	reqs_check();
 	for (unsigned t = 0; t < 60000 && dirty_total(); t += 10)
 		loop_sim_run(10 * MS);
 	for (unsigned i = 0; i < NMEMBERS && w.debug; i++) {
@@ -606,9 +627,11 @@ static void heal_and_check(void)
 		const uint8_t v = w.m[0].store.data[b];
 
 		for (unsigned i = 1; i < NMEMBERS; i++)
-			if (w.m[i].store.data[b] != v)
+			if (w.m[i].store.data[b] != v) {
+				byte_history(b, v);
 				sim_fail("members 1 and %u differ at byte %llu", i + 1,
-				     (unsigned long long)b);
+					 (unsigned long long)b);
+			}
 		if (!w.maybe[b] && v != w.model[b])
 			sim_fail("byte %llu of an acknowledged write is lost", (unsigned long long)b);
 	}
@@ -636,6 +659,7 @@ static void run_schedule(uint64_t seed)
 		loop_sim_run((rnd() % 800) * MS);
 	}
 	heal_and_check();
+	reqs_free();
 	if (w.debug) {
 		struct fault_stats fs = fault_get_stats();
 
@@ -706,6 +730,7 @@ START_TEST(faults_are_injected)
 	ck_assert_uint_gt(fs.delayed, 0);
 	ck_assert_uint_gt(fs.resets + fs.deaf + fs.replies_lost, 0);
 	heal_and_check();
+	reqs_free();
 	world_end();
 	free(reqs);
 	reqs = NULL;

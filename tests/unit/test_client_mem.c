@@ -9,6 +9,7 @@
  */
 #include "memstore.h"
 #include "unit.h"
+#include <endian.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1110,6 +1111,95 @@ START_TEST(status_renders_as_text_and_json)
 }
 END_TEST
 
+/* Member @i's store as it starts (its metadata blob as it is): rmr_server_add_pool's result. */
+static int member_try_start(unsigned i)
+{
+	struct rmr_peer peers[NMEMBERS - 1];
+	struct rmr_server_opts so = { .size = sizeof(so), .listen_addr = members[i].addr,
+				      .transport = "mem" };
+	struct rmr_pool_params pp = {
+		.size = sizeof(pp), .name = "vol", .uuid = pool_uuid, .pool_size = POOL_SIZE,
+		.chunk_size = CHUNK, .member_id = (uint16_t)(i + 1), .members_mask = 0xe,
+		.peers = peers, .npeers = NMEMBERS - 1,
+	};
+	int ret;
+
+	for (unsigned k = 0, n = 0; k < NMEMBERS; k++)
+		if (k != i)
+			peers[n++] = (struct rmr_peer){ .member_id = (uint16_t)(k + 1),
+							.addr = members[k].addr };
+	ck_assert_int_eq(rmr_server_create(&so, &members[i].srv), 0);
+	ret = rmr_server_add_pool(members[i].srv, &pp, &memstore_ops, &members[i].store,
+				  &members[i].pool);
+	if (ret < 0) {
+		rmr_server_destroy(members[i].srv);
+		members[i].srv = NULL;
+	}
+	return ret;
+}
+
+static uint64_t blob_u64(const struct memstore *st, size_t off)
+{
+	uint64_t v;
+
+	memcpy(&v, st->meta + off, sizeof(v));
+	return le64toh(v);
+}
+
+static void blob_set(struct memstore *st, size_t off, uint64_t v, size_t size)
+{
+	uint64_t le = htole64(v);
+
+	memcpy(st->meta + off, &le, size); /* little-endian: the low bytes first */
+}
+
+/*
+ * librmr's metadata blob (docs/disk-format.md), version 3: it keeps the
+ * version of the member's last map pull (a gather leaves older records of
+ * it out), and a blob breaking the rules is refused at start.
+ */
+START_TEST(meta_blob_keeps_pull_version_and_refuses_bad_ones)
+{
+	struct rmr_client *c = open_client(1);
+	struct memstore *st = &members[1].store;
+	uint8_t *buf = malloc(CHUNK), good[sizeof(st->meta)];
+	size_t good_len;
+	uint64_t map_ver, pulled;
+
+	fill(buf, CHUNK, 7);
+	member_stop(1);
+	ck_assert_int_eq(do_io(c, RMR_IO_WRITE, 0, buf, CHUNK), 0);
+	member_start(1);
+	wait_state(c, 1, RMR_MEMBER_NORMAL); /* through a map pull */
+	wait_clean();
+	rmr_client_close(c);
+	member_stop(1);
+
+	ck_assert_uint_eq(blob_u64(st, 0) >> 32, 3); /* version */
+	map_ver = blob_u64(st, 8);
+	pulled = blob_u64(st, 24);
+	ck_assert_uint_gt(pulled, 0);
+	ck_assert_uint_le(pulled, map_ver);
+	good_len = st->meta_len;
+	memcpy(good, st->meta, good_len);
+
+	blob_set(st, 24, map_ver + 1, 8);
+	ck_assert_int_eq(member_try_start(1), -EBADMSG); /* pulled beyond what it saw */
+	memcpy(st->meta, good, good_len);
+	blob_set(st, 4, 2, 4);
+	ck_assert_int_eq(member_try_start(1), -EBADMSG); /* version 2 kept that field zero */
+	blob_set(st, 24, 0, 8);
+	ck_assert_int_eq(member_try_start(1), 0); /* a version 2 blob still loads */
+	member_stop(1);
+	memcpy(st->meta, good, good_len);
+	blob_set(st, 4, 4, 4);
+	ck_assert_int_eq(member_try_start(1), -EBADMSG); /* a version from the future */
+	memcpy(st->meta, good, good_len);
+	ck_assert_int_eq(member_try_start(1), 0);
+	free(buf);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("client_mem");
@@ -1118,6 +1208,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, write_fans_out_and_reads_back);
+	tcase_add_test(tc, meta_blob_keeps_pull_version_and_refuses_bad_ones);
 	tcase_add_test(tc, bad_requests_are_refused_without_callback);
 	tcase_add_test(tc, overlapping_writes_apply_in_order_everywhere);
 	tcase_add_test(tc, member_loss_keeps_io_going_and_is_recorded);
