@@ -64,6 +64,7 @@ struct mem_tp {
 	void *ev_ctx;
 	char *listen_name;
 	int efd;
+	bool signaled;         /* efd written since progress last read it (under mem_lock) */
 	struct mem_ev *head, *tail;
 	struct mem_tp *next_listener;
 };
@@ -176,6 +177,10 @@ static void post(struct mem_tp *tp, struct mem_ev *e)
 	else
 		tp->head = e;
 	tp->tail = e;
+	/* One wake-up per drain: a simulation posts millions of events. */
+	if (tp->signaled)
+		return;
+	tp->signaled = true;
 	if (write(tp->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		log_err("mem transport: eventfd write: %s", strerror(errno));
 }
@@ -548,8 +553,12 @@ static int mem_progress(void *arg)
 	uint64_t v;
 	int n = 0;
 
-	if (read(tp->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+	/* Under the lock: a post right after must see the flag clear, and write again. */
+	pthread_mutex_lock(&mem_lock);
+	if (tp->signaled && read(tp->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		log_err("mem transport: eventfd read: %s", strerror(errno));
+	tp->signaled = false;
+	pthread_mutex_unlock(&mem_lock);
 	for (;;) {
 		struct mem_ev *e;
 
