@@ -20,6 +20,9 @@
 /* How long a pull waits for the session to its source to come up. */
 #define PULL_WAIT_NS (5000ull * 1000000ull)
 
+static void gather_free(struct srv_pool *p);
+static bool gather_outdated(const struct srv_pool *p, unsigned id, uint64_t mark_ver);
+
 uint32_t map_transfer_serve(const struct srv_pool *p, void *buf, uint32_t cap, uint16_t *id,
 			    uint64_t *chunk, bool *last)
 {
@@ -32,14 +35,23 @@ uint32_t map_transfer_serve(const struct srv_pool *p, void *buf, uint32_t cap, u
 
 		if (!m)
 			continue;
-		/* Each member's map starts with the version of its newest mark. */
+		/*
+		 * Each member's map starts with the version of its newest mark;
+		 * our own also with the version up to which it is complete.
+		 */
 		if (*chunk == 0) {
 			struct rmr_map_range v = { .member_id = *id, .flags = RMR_MAP_RANGE_MARK_VER,
 						   .first = p->mark_ver[*id] };
+			bool self = *id == p->params.member_id;
 
-			if (n == max)
+			if (n + 1 + self > max)
 				return n * sizeof(*w);
 			rmr_wire_encode_map_range(&w[n++], &v);
+			if (self) {
+				v.flags = RMR_MAP_RANGE_PULLED_VER;
+				v.first = p->pull_done_ver;
+				rmr_wire_encode_map_range(&w[n++], &v);
+			}
 		}
 		for (uint64_t c = dirty_map_next(m, *chunk, DIRTY_BIT); c != UINT64_MAX;
 		     c = dirty_map_next(m, c, DIRTY_BIT)) {
@@ -80,6 +92,7 @@ static void pull_answer(struct srv_pool *p, int status)
 	p->pull_running = false;
 	p->pull_sess = NULL;
 	pull_free_maps(p);
+	gather_free(p);
 	server_event_map_update(p, p->pull_source, status);
 	if (status < 0)
 		log_warn("pool=%s member=%u: taking the maps from member %u failed: %s", p->name,
@@ -145,10 +158,11 @@ static int pull_apply(struct srv_pool *p)
 		 * The source may not have heard yet what this member told us:
 		 * that it held every chunk, after all the marks sent for it.
 		 */
-		if (p->full_clear_ver[id] && p->pull_mark_ver[id] <= p->full_clear_ver[id])
+		if (!p->gather && p->full_clear_ver[id] &&
+		    p->pull_mark_ver[id] <= p->full_clear_ver[id])
 			dirty_map_clear_all(p->pull_maps[id]);
-		/* Gathered from every member: what any of them knows stays. */
-		if (p->pull_flags & RMR_MAP_PULL_ALL) {
+		/* Gathered from every member: our record counts as one of theirs. */
+		if (p->gather && !gather_outdated(p, id, p->mark_ver[id])) {
 			ret = map_add(p->pull_maps[id], old);
 			if (ret < 0)
 				return ret;
@@ -207,7 +221,6 @@ static void next_source(struct srv_pool *p)
 	while (!(p->pull_left & (1ull << id)))
 		id++;
 	p->pull_left &= ~(1ull << id);
-	p->pull_skip = 0;
 	p->pull_source = (uint16_t)id;
 	p->pull_started = false;
 	/* A member that just started may not have its session to the source yet. */
@@ -217,22 +230,92 @@ static void next_source(struct srv_pool *p)
 static void get_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int status);
 
 /*
- * Taking the maps of every member, a source's record of member @id whose
- * newest mark has version @mark_ver can be older than what we know: for
- * ourselves, no newer than our last pull, which brought every mark made up
- * to its version, writes being frozen (seed 3247: a member down since kept marks this one had copied and
- * cleared); for a peer, no newer than the full clear it sent us. Added up
- * with the rest, such marks would name chunks nobody lacks, maybe dirty
- * for every member. (A pull from one source drops the latter as a whole,
- * pull_apply.)
+ * Taking the maps of every member (RMR_MAP_PULL_ALL), each source's record
+ * of each member is kept apart until all are in: a record can be older
+ * than what is known of that member, and added up with the rest its marks
+ * would name chunks nobody lacks, maybe dirty for every member. A record
+ * of member X is left out if its newest mark is no newer than the version
+ * up to which X's own map is complete (X's last pull, or X becoming the
+ * source of writes of unknown outcome: seeds 3247, 6380, 5661), as X says
+ * itself, or we say for ourselves; or no newer than X's last full clear
+ * to us. X's own map always counts.
  */
-static bool outdated(const struct srv_pool *p, unsigned id, uint64_t mark_ver)
+struct gather {
+	struct dirty_map *maps[RMR_MAX_MEMBER_ID + 1][RMR_MAX_MEMBER_ID + 1]; /* [source][member] */
+	uint64_t mark_ver[RMR_MAX_MEMBER_ID + 1][RMR_MAX_MEMBER_ID + 1];
+	uint64_t pulled_ver[RMR_MAX_MEMBER_ID + 1]; /* as each member said of itself */
+};
+
+static void gather_free(struct srv_pool *p)
 {
-	if (!(p->pull_flags & RMR_MAP_PULL_ALL))
-		return false;
-	if (id == p->params.member_id)
-		return p->pull_done_ver && mark_ver <= p->pull_done_ver;
-	return p->full_clear_ver[id] && mark_ver <= p->full_clear_ver[id];
+	struct gather *g = p->gather;
+
+	if (!g)
+		return;
+	for (unsigned s = 0; s <= RMR_MAX_MEMBER_ID; s++)
+		for (unsigned id = 0; id <= RMR_MAX_MEMBER_ID; id++)
+			if (g->maps[s][id]) {
+				dirty_map_destroy(g->maps[s][id]);
+				free(g->maps[s][id]);
+			}
+	free(g);
+	p->gather = NULL;
+}
+
+/* One entry of source @src's MAP_GET_RSP. */
+static int gather_take(struct srv_pool *p, unsigned src, const struct rmr_map_range *r)
+{
+	struct gather *g = p->gather;
+	struct dirty_map **m = &g->maps[src][r->member_id];
+
+	if (r->flags & RMR_MAP_RANGE_MARK_VER) {
+		g->mark_ver[src][r->member_id] = r->first;
+		p->pull_mark_ver[r->member_id] = RMR_MAX(p->pull_mark_ver[r->member_id], r->first);
+		return 0;
+	}
+	if (r->flags & RMR_MAP_RANGE_PULLED_VER) {
+		if (r->member_id == src)
+			g->pulled_ver[src] = r->first;
+		return 0;
+	}
+	if (!*m) {
+		*m = calloc(1, sizeof(**m));
+		if (!*m || dirty_map_init(*m, p->nchunks) < 0) {
+			free(*m);
+			*m = NULL;
+			return -ENOMEM;
+		}
+	}
+	return dirty_map_mark(*m, r->first, r->count);
+}
+
+/* Is a record of member @id whose newest mark is @mark_ver older than what is known? */
+static bool gather_outdated(const struct srv_pool *p, unsigned id, uint64_t mark_ver)
+{
+	const struct gather *g = p->gather;
+	uint64_t complete = id == p->params.member_id ? p->pull_done_ver : g->pulled_ver[id];
+
+	return (complete && mark_ver <= complete) ||
+	       (p->full_clear_ver[id] && mark_ver <= p->full_clear_ver[id]);
+}
+
+/* Every source answered: add up the records that count into pull_maps. */
+static int gather_sum(struct srv_pool *p)
+{
+	struct gather *g = p->gather;
+
+	for (unsigned src = 1; src <= RMR_MAX_MEMBER_ID; src++)
+		for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
+			int ret;
+
+			if (!g->maps[src][id] || !p->pull_maps[id] ||
+			    (src != id && gather_outdated(p, id, g->mark_ver[src][id])))
+				continue;
+			ret = map_add(p->pull_maps[id], g->maps[src][id]);
+			if (ret < 0)
+				return ret;
+		}
+	return 0;
 }
 
 static int get_next(struct srv_pool *p, uint16_t id, uint64_t chunk)
@@ -256,22 +339,20 @@ static void get_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int 
 
 			if (rmr_wire_decode_map_range(rsp, i, &r, why, sizeof(why)) < 0 ||
 			    !p->pull_maps[r.member_id] ||
-			    (!(r.flags & RMR_MAP_RANGE_MARK_VER) &&
-			     (r.first >= p->nchunks || r.count > p->nchunks - r.first))) {
+			    (!r.flags && (r.first >= p->nchunks || r.count > p->nchunks - r.first))) {
 				log_err("pool=%s member=%u: bad map range from member %u", p->name,
 					p->params.member_id, peer_id(pe));
 				status = -EPROTO;
 				break;
 			}
-			if (r.flags & RMR_MAP_RANGE_MARK_VER) {
+			if (p->gather)
+				status = gather_take(p, peer_id(pe), &r);
+			else if (r.flags & RMR_MAP_RANGE_MARK_VER)
 				p->pull_mark_ver[r.member_id] =
 					RMR_MAX(p->pull_mark_ver[r.member_id], r.first);
-				if (outdated(p, r.member_id, r.first))
-					p->pull_skip |= 1ull << r.member_id;
-			} else if (!(p->pull_skip & (1ull << r.member_id))) {
+			else if (!r.flags)
 				status = dirty_map_mark(p->pull_maps[r.member_id], r.first,
 							r.count);
-			}
 		}
 	}
 	if (status == 0 && (p->removing || !p->pull_sess))
@@ -287,6 +368,8 @@ static void get_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int 
 		map_transfer_tick(p, loop_now(p->srv->loop));
 		return;
 	}
+	if (status == 0 && p->gather)
+		status = gather_sum(p);
 	if (status == 0)
 		status = pull_apply(p);
 	pull_answer(p, status);
@@ -352,6 +435,11 @@ void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t so
 	p->pull_map_ver = map_ver;
 	p->pull_writer = sess->incarnation;
 	p->pull_flags = flags;
+	if ((flags & RMR_MAP_PULL_ALL) && ret == 0) {
+		p->gather = calloc(1, sizeof(*p->gather));
+		if (!p->gather)
+			ret = -ENOMEM;
+	}
 	p->pull_uncertain = uncertain & ~(1ull << p->params.member_id);
 	memset(p->pull_mark_ver, 0, sizeof(p->pull_mark_ver));
 	p->pull_running = true;
@@ -384,4 +472,9 @@ void map_transfer_forget(struct srv_pool *p, struct srv_session *sess)
 {
 	if (p && p->pull_sess == sess)
 		p->pull_sess = NULL;
+}
+
+void map_transfer_free(struct srv_pool *p)
+{
+	gather_free(p);
 }

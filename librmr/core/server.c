@@ -791,8 +791,13 @@ static void on_reconcile(struct srv_session *sess, const struct rmr_msg *msg)
 		server_ctrl_send(sess, &sess->reconcile_rsp, RMR_MSG_RECONCILE_RSP, -ESTALE, 0);
 		return;
 	}
-	/* The source must hold the chunks of its log: not while it copies one in. */
-	if ((msg->op_flags & RMR_RECONCILE_OWN) && pool_al_holds_dirty(sess->pool)) {
+	/*
+	 * The source must hold every chunk, not only those of its log: the
+	 * others mark the ranges of their own logs dirty and copy them from it,
+	 * one of them maybe the only holder of a chunk the source lacks (seed
+	 * 3141). Not while it copies one in.
+	 */
+	if ((msg->op_flags & RMR_RECONCILE_OWN) && dirty_map_count(pool_own_map(sess->pool))) {
 		server_ctrl_send(sess, &sess->reconcile_rsp, RMR_MSG_RECONCILE_RSP, -EAGAIN, 0);
 		return;
 	}
@@ -801,7 +806,8 @@ static void on_reconcile(struct srv_session *sess, const struct rmr_msg *msg)
 		server_ctrl_send(sess, &sess->reconcile_rsp, RMR_MSG_RECONCILE_RSP, -EIO, 0);
 		return;
 	}
-	ret = pool_al_reconcile(sess->pool, sess->incarnation, msg->op_flags & RMR_RECONCILE_OWN);
+	ret = pool_al_reconcile(sess->pool, sess->incarnation, msg->op_flags & RMR_RECONCILE_OWN,
+				msg->map_ver);
 	server_ctrl_send(sess, &sess->reconcile_rsp, RMR_MSG_RECONCILE_RSP, ret < 0 ? -EIO : 0, 0);
 }
 

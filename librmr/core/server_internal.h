@@ -187,6 +187,8 @@ void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t so
 		       uint64_t map_ver, uint32_t flags, uint64_t uncertain);
 /* Periodic: a pull waiting for its source's session starts or gives up. */
 void map_transfer_tick(struct srv_pool *p, uint64_t now);
+/* The pool goes: what a pull that never ended holds. */
+void map_transfer_free(struct srv_pool *p);
 /* @sess is going away: a pull it asked for is answered to no one. */
 void map_transfer_forget(struct srv_pool *p, struct srv_session *sess);
 

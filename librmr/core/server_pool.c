@@ -591,8 +591,9 @@ static void al_mark_range(void *arg, uint64_t first, uint32_t count)
 			x->ret = pool_mark_chunks(x->p, id, first, count);
 }
 
-int pool_al_reconcile(struct srv_pool *p, uint64_t writer, bool own)
+int pool_al_reconcile(struct srv_pool *p, uint64_t writer, bool own, uint64_t map_ver)
 {
+	uint64_t ver = RMR_MAX(p->map_ver, map_ver) + 1;
 	uint64_t others = p->params.members_mask & ~(1ull << p->params.member_id);
 	struct al_mark_ctx x = { .p = p, .ids = others };
 	bool stale = pool_al_stale(p, writer);
@@ -610,12 +611,13 @@ int pool_al_reconcile(struct srv_pool *p, uint64_t writer, bool own)
 	 * The source of writes of unknown outcome holds, by decree, what the
 	 * others converge on: a mark for it made until now (for a write that
 	 * failed everywhere) names nothing it lacks (seed 113), as if it had
-	 * taken the maps at this version.
+	 * taken the maps at this version. Newer than the client's: marks made
+	 * with its version while this member was away count too (seed 5661).
 	 */
 	if (own)
-		p->pull_done_ver = p->map_ver + 1;
+		p->pull_done_ver = ver;
 	/* The coarse record and the version first: a crash in between over-marks. */
-	ret = pool_note(p, p->map_ver + 1, others);
+	ret = pool_note(p, ver, others);
 	if (ret < 0)
 		return ret;
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
@@ -633,28 +635,6 @@ static void al_mark_own(void *arg, uint64_t first, uint32_t count)
 
 	if (x->ret == 0)
 		x->ret = dirty_map_mark(pool_own_map(x->p), first, count);
-}
-
-struct al_dirty_ctx {
-	const struct dirty_map *own;
-	bool found;
-};
-
-static void al_range_dirty(void *arg, uint64_t first, uint32_t count)
-{
-	struct al_dirty_ctx *x = arg;
-
-	if (dirty_map_next(x->own, first, DIRTY_BIT) < first + count)
-		x->found = true;
-}
-
-bool pool_al_holds_dirty(struct srv_pool *p)
-{
-	struct al_dirty_ctx x = { .own = pool_own_map(p) };
-
-	if (dirty_map_count(x.own))
-		al_for_each(p->al, al_range_dirty, &x);
-	return x.found;
 }
 
 int pool_al_absorb(struct srv_pool *p, uint64_t writer, bool own)
@@ -687,6 +667,7 @@ void pool_free(struct srv_pool *p)
 			dirty_map_destroy(p->pull_maps[id]);
 		free(p->pull_maps[id]);
 	}
+	map_transfer_free(p);
 	sync_index_destroy(&p->syncing);
 	verify_free(p);
 	free(p->stale_blocks);

@@ -112,7 +112,7 @@ struct srv_pool {
 	uint64_t pull_writer;        /* the incarnation of the client that asked */
 	uint32_t pull_flags;         /* RMR_MAP_PULL_ABSORB, RMR_MAP_PULL_ALL */
 	uint64_t pull_left;          /* RMR_MAP_PULL_ALL: member ids still to take maps from */
-	uint64_t pull_skip;          /* ... member ids whose map from this source is outdated */
+	struct gather *gather;       /* RMR_MAP_PULL_ALL: each source's records, until all are in */
 	uint64_t pull_done_ver;      /* the client's version at our last pull (0: none); saved */
 	uint64_t pull_uncertain;     /* the MAP_PULL's members holding writes of unknown outcome */
 	/*
@@ -174,21 +174,16 @@ bool pool_al_stale(const struct srv_pool *p, uint64_t writer);
 /*
  * RECONCILE from @writer: every range in a stale log (with @own, in @writer's
  * own log as well) becomes dirty for every other member, durably, under a
- * new map version. The entries stay until @writer writes (a crash before
- * that reconciles again).
+ * new map version, newer than the client's @map_ver too. The entries stay
+ * until @writer writes (a crash before that reconciles again).
  */
-int pool_al_reconcile(struct srv_pool *p, uint64_t writer, bool own);
+int pool_al_reconcile(struct srv_pool *p, uint64_t writer, bool own, uint64_t map_ver);
 /*
  * A map pull for @writer: the ranges of a stale log (with @own, of @writer's
  * own log as well) become dirty in this member's own map, in memory (the
  * caller saves the maps).
  */
 int pool_al_absorb(struct srv_pool *p, uint64_t writer, bool own);
-/*
- * Does a range of the log cover a chunk this member has yet to copy in? Then
- * it cannot be the source the others converge on for those ranges.
- */
-bool pool_al_holds_dirty(struct srv_pool *p);
 /* Write the log (and the writer epoch kept with it) durably. */
 int pool_al_save(struct srv_pool *p);
 /* Empty the log durably, after a clean goodbye of its writer or an absorb. */

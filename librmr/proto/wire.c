@@ -572,9 +572,11 @@ int rmr_wire_decode_map_range(const struct rmr_msg *m, size_t i, struct rmr_map_
 			      r->flags);
 	if (r->member_id == 0 || r->member_id > RMR_MAX_MEMBER_ID)
 		return reject(why, whylen, "MAP_GET_RSP: range %zu names member %u", i, r->member_id);
-	if (r->flags & RMR_MAP_RANGE_MARK_VER) {
+	if (r->flags) {
+		if (r->flags == RMR_MAP_RANGE_FLAGS)
+			return reject(why, whylen, "MAP_GET_RSP: entry %zu is two versions at once", i);
 		if (r->count != 0)
-			return reject(why, whylen, "MAP_GET_RSP: mark version %zu has a count", i);
+			return reject(why, whylen, "MAP_GET_RSP: version entry %zu has a count", i);
 		return 0;
 	}
 	if (r->count == 0 || r->first + r->count < r->first)

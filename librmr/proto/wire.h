@@ -178,8 +178,8 @@ _Static_assert(sizeof(struct rmr_wire_hello_rsp) == 128, "hello_rsp size");
 struct rmr_wire_map_range {
 	rmr_le16 member_id;          /* 1..RMR_MAX_MEMBER_ID */
 	rmr_le16 flags;              /* RMR_MAP_RANGE_* */
-	rmr_le32 count;              /* >= 1 (0 with RMR_MAP_RANGE_MARK_VER) */
-	rmr_le64 first;              /* first chunk (the version with RMR_MAP_RANGE_MARK_VER) */
+	rmr_le32 count;              /* >= 1 (0 with a version) */
+	rmr_le64 first;              /* first chunk (the version with RMR_MAP_RANGE_*_VER) */
 };
 _Static_assert(sizeof(struct rmr_wire_map_range) == 16, "map range size");
 
@@ -190,7 +190,14 @@ _Static_assert(sizeof(struct rmr_wire_map_range) == 16, "map range size");
  * MAP_CLEARs from that version on.
  */
 #define RMR_MAP_RANGE_MARK_VER 1u
-#define RMR_MAP_RANGE_FLAGS RMR_MAP_RANGE_MARK_VER
+/*
+ * ... RMR_MAP_RANGE_PULLED_VER: not a range; sent with the sender's own map,
+ * after its mark version: every mark made for the sender up to this map
+ * version (in @first) is in its own map (its last map pull, or the version
+ * at which it became the source of writes of unknown outcome).
+ */
+#define RMR_MAP_RANGE_PULLED_VER 2u
+#define RMR_MAP_RANGE_FLAGS (RMR_MAP_RANGE_MARK_VER | RMR_MAP_RANGE_PULLED_VER)
 
 /* A decoded map range. */
 struct rmr_map_range {

@@ -999,8 +999,19 @@ START_TEST(map_ranges_round_trip_and_checks)
 	w[0].member_id = cpu_to_le16(UINT16_MAX);
 	range_refused(&d, 0, "member 65535");
 	w[0].member_id = cpu_to_le16(1);
-	w[0].flags = cpu_to_le16(2);
+	w[0].flags = cpu_to_le16(4);
 	range_refused(&d, 0, "an unknown flag");
+	w[0].flags = cpu_to_le16(RMR_MAP_RANGE_MARK_VER | RMR_MAP_RANGE_PULLED_VER);
+	range_refused(&d, 0, "two versions in one entry");
+	/* The version up to which the sender's own map is complete: no count. */
+	w[0].flags = cpu_to_le16(RMR_MAP_RANGE_PULLED_VER);
+	range_refused(&d, 0, "a pulled version with a count");
+	w[0].count = cpu_to_le32(0);
+	w[0].first = cpu_to_le64(1ull << 40);
+	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 0, &out, why, sizeof(why)), 0);
+	ck_assert_uint_eq(out.flags, RMR_MAP_RANGE_PULLED_VER);
+	ck_assert_uint_eq(out.first, 1ull << 40);
+	w[0].count = cpu_to_le32(1);
 	w[0].flags = cpu_to_le16(0x8000);
 	range_refused(&d, 0, "flag bit 15");
 	/* A mark version: no count, any version. */
