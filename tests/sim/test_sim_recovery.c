@@ -18,6 +18,7 @@
 #include "unit.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1002,6 +1003,10 @@ int main(void)
 {
 	Suite *s = suite_create("sim_recovery");
 	TCase *tc = tcase_create("sim");
+
+	/* Keep freed memory: each run's stores and buffers cost page faults again otherwise. */
+	mallopt(M_TRIM_THRESHOLD, 512 << 20);
+	mallopt(M_MMAP_THRESHOLD, 64 << 20);
 
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, case_kill_restart_seeds);
