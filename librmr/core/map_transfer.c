@@ -137,6 +137,14 @@ static int pull_apply(struct srv_pool *p)
 	uint64_t before = dirty_map_count(own);
 	int ret;
 
+	/* Before anything changes: a refusal leaves the member as it was. */
+	if (!p->gather && p->pull_maps[p->pull_source] &&
+	    pool_al_absorb_lacked(p, p->pull_writer, p->pull_flags & RMR_MAP_PULL_ABSORB,
+				  p->pull_maps[p->pull_source])) {
+		log_notice("pool=%s member=%u: member %u still copies in chunks of our activity log: "
+			   "taking its maps later", p->name, self, p->pull_source);
+		return -EAGAIN;
+	}
 	ret = map_add(own, p->pull_maps[self]);
 	if (ret < 0)
 		return ret;

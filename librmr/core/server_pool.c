@@ -637,6 +637,29 @@ static void al_mark_own(void *arg, uint64_t first, uint32_t count)
 		x->ret = dirty_map_mark(pool_own_map(x->p), first, count);
 }
 
+struct al_dirty_ctx {
+	const struct dirty_map *map;
+	bool found;
+};
+
+static void al_range_dirty(void *arg, uint64_t first, uint32_t count)
+{
+	struct al_dirty_ctx *x = arg;
+
+	if (dirty_map_next(x->map, first, DIRTY_BIT) < first + count)
+		x->found = true;
+}
+
+bool pool_al_absorb_lacked(struct srv_pool *p, uint64_t writer, bool own,
+			   const struct dirty_map *source)
+{
+	struct al_dirty_ctx x = { .map = source };
+
+	if ((pool_al_stale(p, writer) || (own && p->al->n)) && dirty_map_count(source))
+		al_for_each(p->al, al_range_dirty, &x);
+	return x.found;
+}
+
 int pool_al_absorb(struct srv_pool *p, uint64_t writer, bool own)
 {
 	struct al_mark_ctx x = { .p = p };

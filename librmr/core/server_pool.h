@@ -184,6 +184,13 @@ int pool_al_reconcile(struct srv_pool *p, uint64_t writer, bool own, uint64_t ma
  * caller saves the maps).
  */
 int pool_al_absorb(struct srv_pool *p, uint64_t writer, bool own);
+/*
+ * Would pool_al_absorb() mark a chunk that the source, whose own map is
+ * @source, lacks too? Then the pull must wait: this member may be the only
+ * one holding it (seed 15983).
+ */
+bool pool_al_absorb_lacked(struct srv_pool *p, uint64_t writer, bool own,
+			   const struct dirty_map *source);
 /* Write the log (and the writer epoch kept with it) durably. */
 int pool_al_save(struct srv_pool *p);
 /* Empty the log durably, after a clean goodbye of its writer or an absorb. */
