@@ -308,6 +308,7 @@ static bool send_map_request(struct member *m, const struct rmr_msg *msg)
 		return false;
 	}
 	m->pull_deadline = loop_now(c->loop) + timeout * NS_PER_MS;
+	m->pull_ver = msg->map_ver;
 	return true;
 }
 
@@ -566,7 +567,16 @@ static void on_pull_rsp(struct member *m, const struct rmr_msg *msg)
 	m->pulling = m->want_pull = false;
 	if (c->ops.map_update)
 		c->ops.map_update(c->opts.priv, m->id, m->pull_source, msg->status);
-	if (msg->status < 0) {
+	/*
+	 * A member left NORMAL while the pull ran (its source, say, or a settle
+	 * followed): the maps taken may lack marks made since (seed 25781: a
+	 * pull that waited for its session took the maps of a source that had
+	 * failed meanwhile, without the marks of the settle that followed).
+	 */
+	if (msg->status == 0 && c->gatherer != m && c->map_ver > m->pull_ver) {
+		c->map_ver++;
+		member_fail(m, "map update outdated: the pool changed while it ran");
+	} else if (msg->status < 0) {
 		/* -EBUSY: an older pull still runs there; it must not pass for current. */
 		c->map_ver++;
 		snprintf(why, sizeof(why), "map update failed: %s", strerror(-msg->status));

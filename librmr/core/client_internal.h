@@ -130,6 +130,7 @@ struct member {
 	uint64_t mc_deadline;        /* ns */
 	uint16_t pull_source;
 	uint64_t pull_deadline;      /* ns */
+	uint64_t pull_ver;           /* the client's map version in that MAP_PULL or RECONCILE */
 	/* counters */
 	uint64_t reads, writes, read_bytes, write_bytes, errors, reconnects;
 	uint64_t tx_bytes, rx_bytes, map_updates;
