@@ -44,16 +44,19 @@ includes() {
 }
 
 check_tree() {
-	local src=$1 bad=0 f lineno kind target text base resolved
+	local src=$1 bad=0 f lineno kind target text base resolved root
 	local -A internal=() transport=()
+
+	# Builtins, not basename/dirname, per line: the tree has thousands of includes.
+	root=$(realpath -m "$src")
 
 	# Internal headers (by base name) of the libraries, and transport files.
 	while IFS= read -r f; do
 		case $f in
-		librmr/* | libbrmr/*) internal[$(basename "$f")]=$f ;;
+		librmr/* | libbrmr/*) internal[${f##*/}]=$f ;;
 		esac
 		case $f in
-		librmr/transport/*) transport[$(basename "$f")]=$f ;;
+		librmr/transport/*) transport[${f##*/}]=$f ;;
 		esac
 	done < <(c_files "$src")
 
@@ -64,7 +67,7 @@ check_tree() {
 
 	while IFS= read -r f; do
 		while IFS=$'\t' read -r lineno kind target text; do
-			base=$(basename "$target")
+			base=${target##*/}
 			# Rule 1
 			if [[ $kind == '<' && $target == rdma/* && $f != librmr/transport/fabric/* ]]; then
 				report "$f" "$lineno" "$text" "<rdma/...> outside librmr/transport/fabric/"
@@ -91,18 +94,17 @@ check_tree() {
 						[[ -f $src/include/$target ]] ||
 							report "$f" "$lineno" "$text" "no such public header include/$target"
 					elif [[ -n ${internal[$base]:-} && $target != */* ]]; then
-						report "$f" "$lineno" "$text" "internal header ${internal[$base]} in $(dirname "$f")/ (only <rmr/...> and system headers)"
+						report "$f" "$lineno" "$text" "internal header ${internal[$base]} in ${f%/*}/ (only <rmr/...> and system headers)"
 					elif [[ $target == librmr/* || $target == libbrmr/* ]]; then
-						report "$f" "$lineno" "$text" "internal header in $(dirname "$f")/"
+						report "$f" "$lineno" "$text" "internal header in ${f%/*}/"
 					fi
 				else
-					resolved=$(realpath -m "$src/$(dirname "$f")/$target")
+					resolved=$(realpath -m "$src/${f%/*}/$target")
 					if [[ ! -f $resolved && -n ${internal[$base]:-} ]]; then
 						report "$f" "$lineno" "$text" "internal header ${internal[$base]} (only <rmr/...>, system headers and its own headers)"
 					elif [[ ! -f $resolved ]]; then
 						report "$f" "$lineno" "$text" "\"$target\" is not a header next to it"
-					elif [[ $resolved != "$(realpath -m "$src")"/examples/* &&
-						$resolved != "$(realpath -m "$src")"/tools/* ]]; then
+					elif [[ $resolved != "$root"/examples/* && $resolved != "$root"/tools/* ]]; then
 						report "$f" "$lineno" "$text" "reaches outside examples/ and tools/"
 					fi
 				fi
