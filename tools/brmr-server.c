@@ -362,7 +362,7 @@ static int load_keys(struct server_cfg *cfg)
 		int ret;
 
 		if (cfg->key_file)
-			ret = brmr_key_load(cfg->key_file, sv->key, err, sizeof(err));
+			ret = rmr_key_load(cfg->key_file, sv->key, err, sizeof(err));
 		else if (sv->conf)
 			ret = brmr_config_key(sv->conf, sv->key, &sv->keyed, err, sizeof(err));
 		else

@@ -241,7 +241,7 @@ static int ensure_key(const char *path)
 	char err[1280];
 	int ret;
 
-	ret = brmr_key_create(path, err, sizeof(err));
+	ret = rmr_key_create(path, err, sizeof(err));
 	if (ret == 0) {
 		printf("key file %s: created (mode 0600); copy it to every host of the pool\n",
 		       path);
@@ -249,7 +249,7 @@ static int ensure_key(const char *path)
 	}
 	if (ret != -EEXIST)
 		return die(1, "%s", err);
-	ret = brmr_key_load(path, key, err, sizeof(err));
+	ret = rmr_key_load(path, key, err, sizeof(err));
 	explicit_bzero(key, sizeof(key));
 	if (ret < 0)
 		return die(1, "%s", err);

@@ -362,7 +362,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		int ret;
 
 		if (cfg->key_file)
-			ret = brmr_key_load(cfg->key_file, cfg->key, err, sizeof(err));
+			ret = rmr_key_load(cfg->key_file, cfg->key, err, sizeof(err));
 		else
 			ret = brmr_config_key(cfg->file, cfg->key, &cfg->keyed, err, sizeof(err));
 		if (ret < 0) {

@@ -99,7 +99,7 @@ struct brmr_config {
 	/** nbd-brmr's control socket (default BRMR_RUN_DIR/NAME-client.ctl) */
 	char client_control[BRMR_CONFIG_SOCKET_MAX + 1];
 	/**
-	 * The pool key file (see brmr_key_load()): the [pool] key_file, a path
+	 * The pool key file (see rmr_key_load()): the [pool] key_file, a path
 	 * relative to the pool file's directory unless absolute; default
 	 * NAME.key in that directory.
 	 */
@@ -148,41 +148,13 @@ int brmr_config_pool_path(const char *pool, char *out, size_t outlen);
  */
 int brmr_config_load_pool(const char *pool, struct brmr_config *cfg, char *err, size_t errlen);
 
-/** Bytes of a pool key file: 2 * RMR_KEY_LEN lower-case hex digits and a newline. */
-#define BRMR_KEY_FILE_LEN (2 * RMR_KEY_LEN + 1)
-
 /**
- * Read a pool key file: 2 * #RMR_KEY_LEN hexadecimal digits, then an
- * optional newline, nothing else. The file must be a regular file that
- * neither group nor others may read or write (mode 0600 or 0400).
- *
- * @param path the key file
- * @param key receives the #RMR_KEY_LEN bytes
- * @param err receives "PATH: reason" on failure (may be NULL)
- * @param errlen bytes at @p err
- * @return 0; -EPERM if the file is open to group or others; -EINVAL if it
- *         is not a key (length, characters) or not a regular file; -errno
- *         if it cannot be read (-ENOENT ...).
- */
-int brmr_key_load(const char *path, uint8_t key[RMR_KEY_LEN], char *err, size_t errlen);
-
-/**
- * Create a new pool key file at @p path: #RMR_KEY_LEN random bytes from
- * libsodium, written as brmr_key_load() reads them, mode 0600. Never
- * overwrites: an existing file is left as it is.
- *
- * @return 0; -EEXIST if @p path exists; -errno from the system (@p err
- *         says which, in one line).
- */
-int brmr_key_create(const char *path, char *err, size_t errlen);
-
-/**
- * The key of @p cfg's pool: brmr_key_load() of @c cfg->key_file. When the
+ * The key of @p cfg's pool: rmr_key_load() of @c cfg->key_file. When the
  * file names no key_file and NAME.key does not exist, the pool is open:
  * 0 with @p *have false.
  *
  * @return 0 (@p *have says whether @p key was filled in); an error of
- *         brmr_key_load() (-ENOENT for a key_file named but missing).
+ *         rmr_key_load() (-ENOENT for a key_file named but missing).
  */
 int brmr_config_key(const struct brmr_config *cfg, uint8_t key[RMR_KEY_LEN], bool *have,
 		    char *err, size_t errlen);

@@ -120,6 +120,34 @@ void rmr_uuid_format(const rmr_uuid *u, char buf[37]);
  */
 int rmr_uuid_generate(rmr_uuid *out);
 
+/** Bytes of a pool key file: 2 * #RMR_KEY_LEN lower-case hex digits and a newline. */
+#define RMR_KEY_FILE_LEN (2 * RMR_KEY_LEN + 1)
+
+/**
+ * Read a pool key file: 2 * #RMR_KEY_LEN hexadecimal digits, then an
+ * optional newline, nothing else. The file must be a regular file that
+ * neither group nor others may read or write (mode 0600 or 0400).
+ *
+ * @param path the key file
+ * @param key receives the #RMR_KEY_LEN bytes
+ * @param err receives "key file PATH: reason" on failure (may be NULL)
+ * @param errlen bytes at @p err
+ * @return 0; -EPERM if the file is open to group or others; -EINVAL if it
+ *         is not a key (length, characters) or not a regular file; -errno
+ *         if it cannot be read (-ENOENT ...).
+ */
+int rmr_key_load(const char *path, uint8_t key[RMR_KEY_LEN], char *err, size_t errlen);
+
+/**
+ * Create a new pool key file at @p path: #RMR_KEY_LEN random bytes from
+ * libsodium, written as rmr_key_load() reads them, mode 0600. Never
+ * overwrites: an existing file is left as it is.
+ *
+ * @return 0; -EEXIST if @p path exists; -errno from the system (@p err
+ *         says which, in one line).
+ */
+int rmr_key_create(const char *path, char *err, size_t errlen);
+
 /** Counters and state of one member, part of #rmr_pool_status. */
 struct rmr_member_status {
 	uint16_t member_id;               /**< 0 until the member answered */

@@ -393,55 +393,55 @@ START_TEST(key_files)
 
 	/* Made with mode 0600 whatever the umask, 64 hex digits and a newline. */
 	umask(0);
-	ck_assert_int_eq(brmr_key_create(path, err, sizeof(err)), 0);
+	ck_assert_int_eq(rmr_key_create(path, err, sizeof(err)), 0);
 	umask(022);
 	ck_assert_int_eq(stat(path, &st), 0);
 	ck_assert_uint_eq(st.st_mode & 0777, 0600);
-	ck_assert_uint_eq(st.st_size, BRMR_KEY_FILE_LEN);
-	ck_assert_int_eq(brmr_key_load(path, key, err, sizeof(err)), 0);
+	ck_assert_uint_eq(st.st_size, RMR_KEY_FILE_LEN);
+	ck_assert_int_eq(rmr_key_load(path, key, err, sizeof(err)), 0);
 	/* Never overwritten. */
-	ck_assert_int_eq(brmr_key_create(path, err, sizeof(err)), -EEXIST);
-	ck_assert_int_eq(brmr_key_load(path, again, err, sizeof(err)), 0);
+	ck_assert_int_eq(rmr_key_create(path, err, sizeof(err)), -EEXIST);
+	ck_assert_int_eq(rmr_key_load(path, again, err, sizeof(err)), 0);
 	ck_assert_mem_eq(key, again, RMR_KEY_LEN);
 	/* Two keys differ. */
-	ck_assert_int_eq(brmr_key_create(other, err, sizeof(err)), 0);
-	ck_assert_int_eq(brmr_key_load(other, again, err, sizeof(err)), 0);
+	ck_assert_int_eq(rmr_key_create(other, err, sizeof(err)), 0);
+	ck_assert_int_eq(rmr_key_load(other, again, err, sizeof(err)), 0);
 	ck_assert(memcmp(key, again, RMR_KEY_LEN) != 0);
 
 	/* Readable by group or others: refused, naming the file and the mode. */
 	ck_assert_int_eq(chmod(path, 0644), 0);
-	ck_assert_int_eq(brmr_key_load(path, key, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(rmr_key_load(path, key, err, sizeof(err)), -EPERM);
 	ck_assert_ptr_nonnull(strstr(err, path));
 	ck_assert_ptr_nonnull(strstr(err, "mode 0644"));
 	ck_assert_ptr_null(strchr(err, '\n'));
 	ck_assert_int_eq(chmod(path, 0640), 0);
-	ck_assert_int_eq(brmr_key_load(path, key, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(rmr_key_load(path, key, err, sizeof(err)), -EPERM);
 	ck_assert_int_eq(chmod(path, 0400), 0);
-	ck_assert_int_eq(brmr_key_load(path, key, err, sizeof(err)), 0);
+	ck_assert_int_eq(rmr_key_load(path, key, err, sizeof(err)), 0);
 
 	/* Contents: length, characters, trailing bytes. */
 	memset(text, 'a', 64);
 	text[64] = '\0';
 	write_key(other, text, 0600); /* no newline: accepted */
-	ck_assert_int_eq(brmr_key_load(other, key, err, sizeof(err)), 0);
+	ck_assert_int_eq(rmr_key_load(other, key, err, sizeof(err)), 0);
 	ck_assert_uint_eq(key[0], 0xaa);
 	text[63] = '\0';
 	write_key(other, text, 0600);
-	ck_assert_int_eq(brmr_key_load(other, key, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(rmr_key_load(other, key, err, sizeof(err)), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "not a pool key"));
 	memset(text, 'a', 64);
 	text[10] = 'g';
 	strcpy(text + 64, "\n");
 	write_key(other, text, 0600);
-	ck_assert_int_eq(brmr_key_load(other, key, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(rmr_key_load(other, key, err, sizeof(err)), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "character 11"));
 	text[10] = 'a';
 	strcpy(text + 64, "\n\n");
 	write_key(other, text, 0600);
-	ck_assert_int_eq(brmr_key_load(other, key, err, sizeof(err)), -EINVAL);
-	ck_assert_int_eq(brmr_key_load(dir, key, err, sizeof(err)), -EINVAL); /* a directory */
+	ck_assert_int_eq(rmr_key_load(other, key, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(rmr_key_load(dir, key, err, sizeof(err)), -EINVAL); /* a directory */
 	unlink(other);
-	ck_assert_int_eq(brmr_key_load(other, key, err, sizeof(err)), -ENOENT);
+	ck_assert_int_eq(rmr_key_load(other, key, err, sizeof(err)), -ENOENT);
 	ck_assert_ptr_nonnull(strstr(err, other));
 
 	/* brmr_config_key: the default file absent is an open pool; named absent is an error. */
