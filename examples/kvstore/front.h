@@ -57,6 +57,9 @@ struct front_cfg {
 	const char *ready_file;
 	const char *pid_file;
 	bool verbose;
+	const char *key_file;
+	bool keyed;                  /* key holds the pool key from key_file */
+	uint8_t key[RMR_KEY_LEN];
 };
 
 struct cmd;

@@ -109,6 +109,8 @@ static void section_replication(struct front *f, struct kv_buf *b)
 	line(b, "missed_mask:0x%" PRIx64, st->missed_mask);
 	line(b, "members:%u", st->nmembers);
 	line(b, "normal_members:%u", st->normal_members);
+	line(b, "keyed:%d", f->cfg.keyed ? 1 : 0);
+	line(b, "auth_refused:%" PRIu64, st->auth_refused);
 	for (unsigned i = 0; i < st->nmembers; i++) {
 		struct rmr_member_status *m = &st->members[i];
 

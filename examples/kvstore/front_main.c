@@ -44,6 +44,8 @@ static void usage(FILE *f)
 		"\n"
 		"  --pool NAME          pool name (required; the members' stores name it)\n"
 		"  --member ADDR        where a member listens (HOST:PORT); repeat per member\n"
+		"  --key-file PATH      the pool key (kvstore-member create-key), proven to every\n"
+		"                       member; without it only members without a key answer\n"
 		"  --listen HOST:PORT   where clients connect (default " FRONT_DEFAULT_LISTEN ");\n"
 		"                       PORT alone means 127.0.0.1:PORT\n"
 		"  --max-frame SIZE     largest command frame; a larger one closes its connection\n"
@@ -99,7 +101,7 @@ static uint64_t opt_size(const char *opt, const char *arg, uint64_t min, uint64_
 static void parse_args(int argc, char **argv, struct front_cfg *cfg)
 {
 	enum { O_POOL = 256, O_MEMBER, O_LISTEN, O_MAX_FRAME, O_MAX_CLIENTS, O_QD, O_MAX_IO,
-	       O_MIN_LEGS, O_TAKEOVER, O_PROVIDER, O_TRANSPORT, O_READY, O_PID, O_VERBOSE };
+	       O_MIN_LEGS, O_TAKEOVER, O_PROVIDER, O_TRANSPORT, O_READY, O_PID, O_VERBOSE, O_KEY };
 	static const struct option opts[] = {
 		{ "pool", required_argument, NULL, O_POOL },
 		{ "member", required_argument, NULL, O_MEMBER },
@@ -115,6 +117,7 @@ static void parse_args(int argc, char **argv, struct front_cfg *cfg)
 		{ "ready-file", required_argument, NULL, O_READY },
 		{ "pid-file", required_argument, NULL, O_PID },
 		{ "verbose", no_argument, NULL, O_VERBOSE },
+		{ "key-file", required_argument, NULL, O_KEY },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -178,6 +181,9 @@ static void parse_args(int argc, char **argv, struct front_cfg *cfg)
 			break;
 		case O_VERBOSE:
 			cfg->verbose = true;
+			break;
+		case O_KEY:
+			cfg->key_file = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -327,6 +333,15 @@ int main(int argc, char **argv)
 	parse_args(argc, argv, &f->cfg);
 	kv_log_init(PROG, f->cfg.pool, 0, f->cfg.verbose);
 	f->start_ms = kv_mono_ms();
+	if (f->cfg.key_file) {
+		char why[512];
+
+		if (rmr_key_load(f->cfg.key_file, f->cfg.key, why, sizeof(why)) < 0) {
+			kv_log(KV_LOG_ERR, "%s", why);
+			return 1;
+		}
+		f->cfg.keyed = true;
+	}
 
 	/* SIGPIPE ignored (sends use MSG_NOSIGNAL too); stop signals through a signalfd,
 	 * blocked before librmr starts its thread (it inherits the mask). */

@@ -185,6 +185,7 @@ int front_pool_open(struct front *f)
 	o.max_io_size = f->cfg.max_io;
 	o.min_legs = f->cfg.min_legs;
 	o.takeover = f->cfg.takeover;
+	o.key = f->cfg.keyed ? f->cfg.key : NULL;
 	o.ops = &client_ops;
 	o.priv = f;
 	ret = rmr_client_open(&o, &f->client);
@@ -192,7 +193,7 @@ int front_pool_open(struct front *f)
 		kv_log(KV_LOG_ERR, "cannot open the pool: %s",
 		       ret == -EBUSY ? "another front holds it (stop it, or take over with --takeover)"
 		       : ret == -ESTALE ? "a newer front fenced this one"
-		       : ret == -ETIMEDOUT ? "no member answered in time"
+		       : ret == -ETIMEDOUT ? "no member answered in time (or none accepted this front's pool key: see their logs)"
 					   : strerror(-ret));
 		return ret;
 	}

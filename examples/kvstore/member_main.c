@@ -7,6 +7,7 @@
  *   kvstore-member create --store PATH --pool NAME --uuid UUID --id N [...]
  *   kvstore-member serve  --store PATH --listen ADDR [--peer ID=ADDR ...] [...]
  *   kvstore-member digest --store PATH
+ *   kvstore-member create-key --key-file PATH
  *
  * Exit status: 0 on success (serve: after SIGTERM/SIGINT), 1 on a runtime
  * error, 2 on a usage error; digest exits 3 when the store has damaged
@@ -49,6 +50,7 @@ static void usage(FILE *f)
 		"                 [--bucket-size SIZE] [--force]\n"
 		"  " PROG " serve --store PATH --listen ADDR [--peer ID=ADDR ...] [options]\n"
 		"  " PROG " digest --store PATH\n"
+		"  " PROG " create-key --key-file PATH\n"
 		"\n"
 		"A storage member of a kvstore pool (examples/kvstore): its buckets live in\n"
 		"one store file; the front (kvstore-front) and the other members reach it\n"
@@ -65,6 +67,9 @@ static void usage(FILE *f)
 		"\n"
 		"serve: serve the store as its member of the pool.\n"
 		"  --listen ADDR        HOST:PORT to listen on (PORT alone: 127.0.0.1:PORT)\n"
+		"  --key-file PATH      the pool key (create-key): every session, from the front\n"
+		"                       or a peer, must prove it; without it the pool is open to\n"
+		"                       anyone who reaches the port (a warning is logged)\n"
 		"  --peer ID=ADDR       another member of the pool and where it listens; repeat\n"
 		"                       per member (members copy missed buckets from each other)\n"
 		"  --provider NAME      fabric provider: tcp (default), shm, verbs\n"
@@ -84,7 +89,10 @@ static void usage(FILE *f)
 		"  --verbose            debug logs\n"
 		"\n"
 		"digest: print the digest of the store's data (the same as the front's\n"
-		"KVDIGEST for this member), its key count and geometry, without serving it.\n",
+		"KVDIGEST for this member), its key count and geometry, without serving it.\n"
+		"\n"
+		"create-key: make a new pool key file (random, mode 0600; never overwrites).\n"
+		"Give the same file to every member and to the front with --key-file.\n",
 		DEFAULT_BUCKETS);
 }
 
@@ -262,6 +270,39 @@ static int cmd_digest(int argc, char **argv)
 	return 0;
 }
 
+/* --- create-key -------------------------------------------------------------- */
+
+static int cmd_create_key(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "key-file", required_argument, NULL, 'k' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *path = NULL;
+	char why[512];
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'k') {
+			path = optarg;
+		} else if (c == 'h') {
+			usage(stdout);
+			return 0;
+		} else {
+			usage_error("create-key: bad option '%s'", argv[optind - 1]);
+		}
+	}
+	if (!path || optind < argc)
+		usage_error("create-key needs --key-file PATH and nothing else");
+	if (rmr_key_create(path, why, sizeof(why)) < 0) {
+		fprintf(stderr, PROG ": %s\n", why);
+		return 1;
+	}
+	printf("created %s: a new pool key, mode 0600\n", path);
+	return 0;
+}
+
 /* --- serve ------------------------------------------------------------------- */
 
 struct serve_cfg {
@@ -279,6 +320,7 @@ struct serve_cfg {
 	uint64_t resync_rate;
 	bool sync_writes, replace, verbose;
 	const char *control, *ready_file, *pid_file;
+	const char *key_file;        /* NULL: an open pool */
 };
 
 static void parse_peer(struct serve_cfg *cfg, const char *arg)
@@ -308,7 +350,7 @@ static void parse_peer(struct serve_cfg *cfg, const char *arg)
 static void parse_serve(int argc, char **argv, struct serve_cfg *cfg)
 {
 	enum { O_PROVIDER = 256, O_TRANSPORT, O_MAX_IO, O_QD, O_SQD, O_RATE, O_SYNC, O_REPLACE,
-	       O_CONTROL, O_READY, O_PID, O_VERBOSE };
+	       O_CONTROL, O_READY, O_PID, O_VERBOSE, O_KEY };
 	static const struct option opts[] = {
 		{ "store", required_argument, NULL, 's' },
 		{ "listen", required_argument, NULL, 'l' },
@@ -325,6 +367,7 @@ static void parse_serve(int argc, char **argv, struct serve_cfg *cfg)
 		{ "ready-file", required_argument, NULL, O_READY },
 		{ "pid-file", required_argument, NULL, O_PID },
 		{ "verbose", no_argument, NULL, O_VERBOSE },
+		{ "key-file", required_argument, NULL, O_KEY },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -382,6 +425,9 @@ static void parse_serve(int argc, char **argv, struct serve_cfg *cfg)
 			break;
 		case O_VERBOSE:
 			cfg->verbose = true;
+			break;
+		case O_KEY:
+			cfg->key_file = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -493,10 +539,16 @@ static int cmd_serve(int argc, char **argv)
 	bool pid_written = false, ready_written = false;
 	int sfd = -1, ctl = -1, rc = 1, ret;
 	char why[512], uuid[37];
+	uint8_t key[RMR_KEY_LEN];
 	sigset_t mask;
 
 	parse_serve(argc, argv, &cfg);
 	kv_log_init(PROG, "?", 0, cfg.verbose);
+	/* The key first: a member that cannot prove it must not start at all. */
+	if (cfg.key_file && rmr_key_load(cfg.key_file, key, why, sizeof(why)) < 0) {
+		kv_log(KV_LOG_ERR, "%s", why);
+		return 1;
+	}
 	ret = kv_store_open(cfg.store, true, &g_store, why, sizeof(why));
 	if (ret < 0) {
 		kv_log(KV_LOG_ERR, "store %s: %s", cfg.store, why);
@@ -562,6 +614,7 @@ static int cmd_serve(int argc, char **argv)
 	pp.sync_queue_depth = cfg.sync_queue_depth;
 	pp.resync_rate = cfg.resync_rate;
 	pp.replace = cfg.replace;
+	pp.key = cfg.key_file ? key : NULL;
 	ret = rmr_server_add_pool(srv, &pp, &kv_store_ops, g_store, &pool);
 	if (ret < 0) {
 		kv_log(KV_LOG_ERR, "cannot serve the pool: %s",
@@ -572,9 +625,10 @@ static int cmd_serve(int argc, char **argv)
 	}
 	init_own_dirty(srv, g_store->member_id);
 	rmr_uuid_format(&g_store->uuid, uuid);
-	kv_log(KV_LOG_NOTICE, "serving %s on %s: uuid %s, %" PRIu64 " buckets of %" PRIu32 " bytes, %" PRIu64 " keys, %" PRIu64 " damaged, %u peer(s)",
+	kv_log(KV_LOG_NOTICE, "serving %s on %s: uuid %s, %" PRIu64 " buckets of %" PRIu32 " bytes, %" PRIu64 " keys, %" PRIu64 " damaged, %u peer(s), %s",
 	       cfg.store, cfg.listen, uuid, g_store->nbuckets, g_store->bucket_size,
-	       g_store->keys, g_store->ndamaged, cfg.npeers);
+	       g_store->keys, g_store->ndamaged, cfg.npeers,
+	       cfg.key_file ? "sessions prove the pool key" : "open pool (no --key-file)");
 	if (cfg.pid_file) {
 		char pid[32];
 
@@ -596,6 +650,7 @@ static int cmd_serve(int argc, char **argv)
 	}
 	rc = serve_loop(sfd, ctl, srv);
 out:
+	explicit_bzero(key, sizeof(key)); /* librmr keeps its own copy */
 	if (pool)
 		rmr_server_remove_pool(pool);
 	if (srv)
@@ -632,5 +687,7 @@ int main(int argc, char **argv)
 		return cmd_serve(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "digest"))
 		return cmd_digest(argc - 1, argv + 1);
-	usage_error("unknown command '%s' (create, serve or digest)", argv[1]);
+	if (!strcmp(argv[1], "create-key"))
+		return cmd_create_key(argc - 1, argv + 1);
+	usage_error("unknown command '%s' (create, serve, digest or create-key)", argv[1]);
 }
