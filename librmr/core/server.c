@@ -477,6 +477,21 @@ static int write_record(struct srv_req *req)
 	struct srv_pool *p = sess->pool;
 	int ret;
 
+	/*
+	 * The writer sends a write only to members it holds current: at this
+	 * version this one lacks no acknowledged write, as if it had taken the
+	 * maps then. A mark for it made until now by a peer names a write that
+	 * failed everywhere, or one the peer tells it of (MAP_MARK); counted in
+	 * a gather, such marks would leave it lacking chunks that no one else
+	 * holds better (seed 10137).
+	 */
+	if (sess->role == RMR_ROLE_CLIENT && req->map_ver > p->pull_done_ver) {
+		bool saved = req->map_ver > p->map_ver;
+
+		p->pull_done_ver = req->map_ver;
+		if (!saved && (ret = pool_meta_save(p)) < 0)
+			return ret;
+	}
 	ret = pool_note(p, req->map_ver, req->missed);
 	if (ret == 0)
 		ret = pool_mark(p, req->missed, req->map_ver, req->io.addr, req->io.len);
