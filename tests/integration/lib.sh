@@ -176,9 +176,10 @@ EOF
 }
 
 # member_field ID FIELD: a field of member ID in the client's status ("state",
-# "writes", ...).
+# "writes", ...). The status helpers read the control sockets of a local-pool
+# directory, PDIR, or those of CTL_DIR (client.ctl, mN.ctl) when set.
 member_field() {
-	"$BRMRCTL" status --socket "$PDIR/client.ctl" --json | "$PY" -c '
+	"$BRMRCTL" status --socket "${CTL_DIR:-$PDIR}/client.ctl" --json | "$PY" -c '
 import json, sys
 for m in json.load(sys.stdin)["members"]:
     if str(m.get("id")) == sys.argv[1]:
@@ -195,7 +196,7 @@ state_in() { local s; s=$(member_state "$1") && [[ ",$2," == *",$s,"* ]]; }
 # server_field ID EXPR: a value from member ID's own status (its first pool),
 # EXPR a Python expression over `p`, e.g. 'p["resync"]["bytes"]'.
 server_field() {
-	"$BRMRCTL" status --socket "$PDIR/m$1.ctl" --json | "$PY" -c '
+	"$BRMRCTL" status --socket "${CTL_DIR:-$PDIR}/m$1.ctl" --json | "$PY" -c '
 import json, sys
 p = json.load(sys.stdin)["pools"][0]
 print(eval(sys.argv[1]))

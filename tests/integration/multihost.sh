@@ -150,30 +150,14 @@ PID[c]=$!
 wait_for 30 test -S "$RUN/vol1.nbd.sock" || fail "c: nbd-brmr did not start: $(tail -5 "$RUN/c.log")"
 URI="nbd+unix:///?socket=$RUN/vol1.nbd.sock"
 
-# member_state ID [FIELD]: the client's view of member ID (lib.sh's reads a
-# local-pool directory; the sockets here are in RUN).
-member_state() {
-	"$BRMRCTL" status --socket "$RUN/client.ctl" --json | "$PY" -c '
-import json, sys
-for m in json.load(sys.stdin)["members"]:
-    if str(m.get("id")) == sys.argv[1]:
-        print(m.get(sys.argv[2], ""))
-' "$1" "${2:-state}"
-}
-# member_json ID EXPR: EXPR over member ID's own status of the pool, `p`.
-member_json() {
-	"$BRMRCTL" status --socket "$RUN/m$1.ctl" --json | "$PY" -c '
-import json, sys
-p = json.load(sys.stdin)["pools"][0]
-print(eval(sys.argv[1]))
-' "$2"
-}
-all_normal() { local i; for i in 1 2 3; do [[ $(member_state "$i") == normal ]] || return 1; done; }
+# lib.sh's status helpers read the sockets in RUN.
+CTL_DIR=$RUN
+all_normal() { local i; for i in 1 2 3; do state_in "$i" normal || return 1; done; }
 wait_for 20 all_normal || fail "not every member is normal: $(on c "$BRMRCTL" status --pool vol1)"
 on c "$BRMRCTL" status --pool vol1 | sed 's/^/    /'
 for i in 1 2 3; do
-	[[ $(member_state "$i" addr) == "$S.$i:7000" ]] ||
-		fail "the client reaches member $i at '$(member_state "$i" addr)', not $S.$i:7000"
+	[[ $(member_field "$i" addr) == "$S.$i:7000" ]] ||
+		fail "the client reaches member $i at '$(member_field "$i" addr)', not $S.$i:7000"
 done
 
 # ---- I/O through NBD ---------------------------------------------------------
@@ -193,14 +177,13 @@ ip link set "$(veth h2)" down
 kill -KILL "${PID[h2]}"
 wait "${PID[h2]}" 2>/dev/null || true
 unset 'PID[h2]'
-state_is() { [[ $(member_state "$1") == "$2" ]]; }
-wait_for 10 state_is 2 failed || fail "the client shows member 2 as '$(member_state 2)'"
-log "h2 down: the client failed member 2 ($(member_state 2 reason))"
+wait_for 10 state_in 2 failed || fail "the client shows member 2 as '$(member_state 2)'"
+log "h2 down: the client failed member 2 ($(member_field 2 reason))"
 head -c 16M /dev/urandom >"$WORK/b.bin"
 cat "$WORK/a.bin" >"$WORK/want.bin"
 dd if="$WORK/b.bin" of="$WORK/want.bin" bs=1M seek=8 conv=notrunc status=none
 nbdcopy "$WORK/want.bin" "$URI" || fail "writes failed with member 2 down"
-missed=$(member_json 1 'p["dirty_chunks"].get("2", 0)')
+missed=$(dirty_for 2 1)
 ((missed > 0)) || fail "member 1 records no chunk missed by member 2"
 on c "$BRMRCTL" status --pool vol1 --member 1 | sed 's/^/    /'
 log "written around member 2; member 1 records $missed chunks it missed"
@@ -209,19 +192,12 @@ log "written around member 2; member 1 records $missed chunks it missed"
 
 ip link set "$(veth h2)" up
 serve 2
-healed() {
-	local i
-	all_normal || return 1
-	for i in 1 2 3; do
-		[[ $(member_json "$i" 'sum(p["dirty_chunks"].values())') == 0 ]] || return 1
-	done
-}
-wait_for 60 healed || fail "the pool did not heal: $(on c "$BRMRCTL" status --pool vol1)"
+wait_for 60 healed 3 || fail "the pool did not heal: $(on c "$BRMRCTL" status --pool vol1)"
 on c "$BRMRCTL" status --pool vol1 | sed 's/^/    /'
 for i in 1 2 3; do
-	[[ $(member_state "$i" resync_bytes) == 0 ]] || fail "the client carried resync bytes for member $i"
+	[[ $(member_field "$i" resync_bytes) == 0 ]] || fail "the client carried resync bytes for member $i"
 done
-copied=$(member_json 2 'p["resync"]["bytes"]')
+copied=$(server_field 2 'p["resync"]["bytes"]')
 ((copied > 0 && copied <= missed * 131072)) ||
 	fail "member 2 copied $copied bytes for $missed missed chunks of 128 KiB"
 log "member 2 copied $copied bytes from its peers for $missed missed chunks"
