@@ -126,6 +126,19 @@ pool_up() {
 
 nbdsh() { PATH=/usr/bin:$PATH command nbdsh "$@"; }
 
+# random_octet: a third octet for a test network of its own (10.23X.N.0/24),
+# at random from BRMR_TEST_SUBNETS=LOW-HIGH (default 2-251): suites run side
+# by side (CI) each get their own range, as they get their ports
+# (BRMR_PORT_RANGE, scripts/ports.sh).
+random_octet() {
+	local r=${BRMR_TEST_SUBNETS:-2-251}
+	if ! [[ $r =~ ^([0-9]+)-([0-9]+)$ ]] || ((BASH_REMATCH[1] < 1 ||
+		BASH_REMATCH[1] > BASH_REMATCH[2] || BASH_REMATCH[2] > 254)); then
+		fail "BRMR_TEST_SUBNETS='$r' is not LOW-HIGH within 1-254"
+	fi
+	echo $((BASH_REMATCH[1] + RANDOM % (BASH_REMATCH[2] - BASH_REMATCH[1] + 1)))
+}
+
 # md5 of LEN bytes at OFF of the export.
 nbd_md5() {
 	local off=$1 len=$2

@@ -33,7 +33,7 @@ need_bins
 # runs do not collide (device names stay within 15 characters).
 S="" BR="" NS1="" NS2="" H1="" H2="" NET_MADE=""
 for ((try = 0; try < 20; try++)); do
-	x=$((2 + RANDOM % 250))
+	x=$(random_octet) || exit 1
 	[[ -z $(ip -4 -o addr show to "10.231.$x.0/24" 2>/dev/null) ]] || continue
 	ip link show "lcbr$x" >/dev/null 2>&1 && continue
 	[[ -e /run/netns/lc$x-m1 || -e /run/netns/lc$x-m2 ]] && continue

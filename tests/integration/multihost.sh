@@ -34,7 +34,7 @@ need_bins
 
 S="" BR="" X="" NET_MADE=""
 for ((try = 0; try < 20; try++)); do
-	x=$((2 + RANDOM % 250))
+	x=$(random_octet) || exit 1
 	[[ -z $(ip -4 -o addr show to "10.232.$x.0/24" 2>/dev/null) ]] || continue
 	ip link show "mhbr$x" >/dev/null 2>&1 && continue
 	[[ -e /run/netns/mh$x-c ]] && continue
