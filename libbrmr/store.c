@@ -519,10 +519,14 @@ static int store_meta_save(void *store, const void *buf, size_t len)
 	meta_hdr_encode(&s->sb, seq, buf, len, (struct meta_hdr_disk *)rec);
 	if (len)
 		memcpy(rec + META_HDR_SIZE, buf, len);
-	ret = meta_pwrite(s, rec, META_HDR_SIZE + len, meta_slot_offset(&s->sb, seq & 1), false);
+	/*
+	 * Durable by a synchronous write of this range alone: an fdatasync
+	 * would also flush every data write still in the page cache, which
+	 * can stall the event loop (and its heartbeats) for seconds on a busy
+	 * disk. librmr flushes data itself where order matters (@c flush).
+	 */
+	ret = meta_pwrite(s, rec, META_HDR_SIZE + len, meta_slot_offset(&s->sb, seq & 1), true);
 	free(rec);
-	if (ret == 0 && fdatasync(s->fd) < 0)
-		ret = -errno;
 	if (ret == 0)
 		s->meta_seq = seq;
 out:

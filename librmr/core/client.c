@@ -197,6 +197,29 @@ static void schedule_reconnect(struct member *m)
 							      c->opts.reconnect_max_ms);
 }
 
+/*
+ * @m holds sessions with the members @ids. One that just came back (it was
+ * not in @m's last report) and that this client waits to reconnect to gets
+ * tried now rather than when its backoff runs out: a member the client lost
+ * for a while returns to I/O, and starts its resync, as soon as it is up.
+ */
+static void note_peers_up(struct member *m, uint64_t ids)
+{
+	struct rmr_client *c = m->c;
+	uint64_t back = ids & ~m->peers_up;
+
+	m->peers_up = ids;
+	for (unsigned i = 0; back && i < c->nmembers; i++) {
+		struct member *x = &c->members[i];
+
+		if (x->id && (back & (1ull << x->id)) && !x->conn && x->next_connect) {
+			log_info("pool=%s: member %u reports member %u up; reconnecting now",
+				 c->name, m->id, x->id);
+			x->next_connect = loop_now(c->loop);
+		}
+	}
+}
+
 void member_drop_conn(struct member *m)
 {
 	struct rmr_client *c = m->c;
@@ -210,6 +233,7 @@ void member_drop_conn(struct member *m)
 		m->conn = NULL;
 	}
 	/* Sends in flight are abandoned with the connection. */
+	m->peers_up = 0;
 	m->connected = false;
 	m->hello_done = false;
 	m->tx_inflight = 0;
@@ -965,6 +989,8 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 		 */
 		if (m->hello_done && (m->reported_missed & ~msg.missed))
 			client_note_reported(m, m->reported_missed & msg.missed);
+		if (m->hello_done)
+			note_peers_up(m, msg.addr);
 		break;
 	case RMR_MSG_READ_RSP:
 	case RMR_MSG_WRITE_RSP:

@@ -108,6 +108,7 @@ struct member {
 	unsigned backoff_ms;
 	uint64_t map_ver, incarnation;
 	uint64_t reported_missed;    /* member ids its own record says missed writes */
+	uint64_t peers_up;           /* member ids it last said it holds a session with */
 	unsigned tx_inflight;
 	unsigned inflight;
 	struct ctrl_msg hello, heartbeat, goodbye, pull, membership, auth;

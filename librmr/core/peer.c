@@ -449,6 +449,7 @@ static void on_hello_rsp(struct peer *pe, const struct rmr_msg *msg)
 	log_info("pool=%s member=%u: session to member %u (%s) up", p->name, p->params.member_id,
 		 pe->id, pe->addr);
 	resync_peer_up(p, pe->id);
+	server_announce_peers(p);
 }
 
 static void on_answer(struct peer *pe, const struct rmr_msg *msg)

@@ -124,6 +124,8 @@ void server_ctrl_send(struct srv_session *sess, struct srv_ctrl *cm, unsigned ty
 		if ((type == RMR_MSG_HELLO_RSP || type == RMR_MSG_RECONCILE_RSP ||
 		     type == RMR_MSG_HEARTBEAT) && status == 0)
 			msg.missed = sess->pool->missed;
+		if (type == RMR_MSG_HEARTBEAT && sess->role == RMR_ROLE_CLIENT)
+			msg.addr = server_peers_up(sess->pool);
 	} else if (sess->auth_pool) {
 		/* The CHALLENGE, or a refusal of its AUTH: from the pool the hello asked for. */
 		msg.pool_uuid = sess->auth_pool->params.uuid;
@@ -136,6 +138,26 @@ void server_ctrl_send(struct srv_session *sess, struct srv_ctrl *cm, unsigned ty
 		cm->sending = true;
 		sess->last_tx = loop_now(sess->srv->loop);
 	}
+}
+
+uint64_t server_peers_up(const struct srv_pool *p)
+{
+	uint64_t ids = 0;
+
+	for (const struct srv_session *x = p->srv->sessions; x; x = x->next)
+		if (x->pool == p && !x->dead && x->role == RMR_ROLE_PEER)
+			ids |= 1ull << x->peer_id;
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+		if (p->peers[id] && peer_is_up(p->peers[id]))
+			ids |= 1ull << id;
+	return ids;
+}
+
+void server_announce_peers(struct srv_pool *p)
+{
+	for (struct srv_session *x = p->srv->sessions; x; x = x->next)
+		if (x->pool == p && !x->dead && x->role == RMR_ROLE_CLIENT)
+			server_ctrl_send(x, &x->heartbeat, RMR_MSG_HEARTBEAT, 0, 0);
 }
 
 static struct srv_pool *find_pool(struct rmr_server *s, const rmr_uuid *uuid, const char *name)
@@ -285,6 +307,8 @@ static void hello_admit(struct srv_session *sess, struct srv_pool *p, const stru
 	else
 		log_info("pool=%s member=%u: session from member %u open%s", p->name,
 			 p->params.member_id, sender, p->keyed ? " (key proven)" : "");
+	if (h.role == RMR_ROLE_PEER)
+		server_announce_peers(p);
 }
 
 /* The AUTH data both proofs of @sess are bound to. */

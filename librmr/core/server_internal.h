@@ -128,6 +128,13 @@ struct rmr_server {
 /* Send a control answer (@type, @status) on @sess from @cm. */
 void server_ctrl_send(struct srv_session *sess, struct srv_ctrl *cm, unsigned type, int status,
 		      size_t body_len);
+/*
+ * The member ids @p holds a live session with, either way: a client learns
+ * from its heartbeats that a member it lost is back (HEARTBEAT `addr`).
+ */
+uint64_t server_peers_up(const struct srv_pool *p);
+/* Send every client of @p a heartbeat now: a member came back. */
+void server_announce_peers(struct srv_pool *p);
 /* A request parked on a chunk copy may go on (the chunk is clean, or the copy failed). */
 void server_req_resume(struct srv_req *req, int status);
 /* Close @sess (freed once the store gave its requests back). */

@@ -241,13 +241,19 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 				      "op or slot set", rmr_msg_type_name(m->type), m->payload_len,
 				      sizeof(struct rmr_wire_auth));
 		break;
+	case RMR_MSG_HEARTBEAT:
+		/* A member's, to a client: `addr` = the members it is in session with. */
+		if (!mask_valid(m->addr))
+			return reject(why, whylen, "HEARTBEAT: member mask names id 0");
+		if (m->payload_len != 0)
+			return reject(why, whylen, "HEARTBEAT: carries a payload");
+		break;
 	case RMR_MSG_MAP_GET:
 	case RMR_MSG_MAP_CLEAR:
 	case RMR_MSG_MAP_MARK_RSP:
 	case RMR_MSG_MEMBERSHIP_RSP:
 	case RMR_MSG_MAP_PULL_RSP:
 	case RMR_MSG_MAP_CLEAR_RSP:
-	case RMR_MSG_HEARTBEAT:
 	case RMR_MSG_WRITE_RSP:
 	case RMR_MSG_MAP_ADD:
 	case RMR_MSG_MAP_ADD_RSP:

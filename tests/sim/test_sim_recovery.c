@@ -5,7 +5,8 @@
  * (loop_sim_*), with a seeded random workload and a model of every
  * acknowledged write. Each case injects a fault (a member killed and
  * restarted, a store failing then healed, maintenance, a cut client link, a
- * cut member-to-member link during resync, a second failure during resync),
+ * cut member-to-member link during resync, a second failure during resync,
+ * a member back after the client's backoff grew long),
  * keeps writing, and then checks: every read returns the model, the pool
  * heals by itself, all stores equal the model, the client carried no resync
  * bytes and the returning member copied at most its dirty chunks.
@@ -52,6 +53,7 @@ struct world_cfg {
 	uint32_t chunk;
 	uint32_t max_io;             /* 0: librmr's default */
 	unsigned seeds;              /* seeds per run unless SIM_SEEDS says (0: 16) */
+	unsigned reconnect_max_ms;   /* the client's backoff limit (0: 400) */
 };
 
 static struct {
@@ -135,7 +137,7 @@ static int client_open_as(bool takeover, struct rmr_client **out)
 		.heartbeat_ms = 50,
 		.failure_timeout_ms = 500,
 		.reconnect_min_ms = 50,
-		.reconnect_max_ms = 400,
+		.reconnect_max_ms = w.cfg.reconnect_max_ms ? w.cfg.reconnect_max_ms : 400,
 		.open_timeout_ms = 2000,
 		.min_legs = 1,
 		.takeover = takeover,
@@ -392,6 +394,30 @@ static void case_kill_restart(void)
 	member_start(1, 0);
 	wait_state(1, RMR_MEMBER_NORMAL, 10000);
 	write_some(100);
+	check_healed(1, dirty);
+}
+
+/*
+ * A member down for a minute: the client's reconnect backoff has grown to
+ * 20 s. When it starts again it dials its peers, they tell the client in a
+ * heartbeat, and the client reconnects at once rather than up to 25 s later.
+ */
+static void case_member_back_notice(void)
+{
+	uint64_t dirty, t0;
+
+	write_some(100);
+	member_kill(1);
+	write_some(100);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	loop_sim_run(60000 * MS);
+	dirty = dirty_for(2, 0);
+	ck_assert_uint_gt(dirty, 0);
+	t0 = loop_clock_ns();
+	member_start(1, 0);
+	wait_state(1, RMR_MEMBER_NORMAL, 1000);
+	ck_assert_msg(loop_clock_ns() - t0 <= 1000 * MS, "seed %llu: back after %llu ms",
+		      (unsigned long long)w.seed, (unsigned long long)((loop_clock_ns() - t0) / MS));
 	check_healed(1, dirty);
 }
 
@@ -956,6 +982,8 @@ static void run_seeds(const char *name, void (*fn)(void), struct world_cfg cfg)
 
 SIM_CASE(case_kill_restart)
 SIM_CASE(case_store_fault)
+SIM_CASE_WITH(case_member_back_notice, .pool_size = POOL_SIZE, .chunk = CHUNK,
+	      .reconnect_max_ms = 20000)
 SIM_CASE(case_maintenance)
 SIM_CASE(case_client_link_cut)
 SIM_CASE(case_peer_link_cut_during_resync)
@@ -1011,6 +1039,7 @@ int main(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, case_kill_restart_seeds);
 	tcase_add_test(tc, case_store_fault_seeds);
+	tcase_add_test(tc, case_member_back_notice_seeds);
 	tcase_add_test(tc, case_maintenance_seeds);
 	tcase_add_test(tc, case_client_link_cut_seeds);
 	tcase_add_test(tc, case_peer_link_cut_during_resync_seeds);

@@ -123,6 +123,27 @@ START_TEST(other_version_is_not_supported)
 }
 END_TEST
 
+START_TEST(heartbeat_carries_the_peers_up)
+{
+	struct rmr_msg m = sample(RMR_MSG_HEARTBEAT, 0), d;
+	char why[128];
+
+	m.len = 0;
+	m.missed = 1ull << 2;
+	m.addr = (1ull << 1) | (1ull << 3) | (1ull << 63);
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+	ck_assert_int_eq(decode(sizeof(struct rmr_wire_hdr), &d), 0);
+	ck_assert_uint_eq(d.addr, m.addr);
+	ck_assert_uint_eq(d.missed, m.missed);
+
+	m.addr |= 1; /* id 0 is nobody */
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+	ck_assert_int_eq(rmr_wire_decode(buf, sizeof(struct rmr_wire_hdr), &d, why, sizeof(why)),
+			 -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(why, "HEARTBEAT"));
+}
+END_TEST
+
 START_TEST(hello_round_trip_and_checks)
 {
 	struct rmr_hello h = { .role = RMR_ROLE_CLIENT, .queue_depth = 128, .max_io_size = 131072,
@@ -1081,6 +1102,7 @@ int main(void)
 	tcase_add_test(tc, negative_status_survives);
 	tcase_add_test(tc, malformed_headers_are_refused);
 	tcase_add_test(tc, other_version_is_not_supported);
+	tcase_add_test(tc, heartbeat_carries_the_peers_up);
 	tcase_add_test(tc, hello_round_trip_and_checks);
 	tcase_add_test(tc, hello_rsp_checks_identity);
 	tcase_add_test(tc, membership_codec);
