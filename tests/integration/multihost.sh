@@ -103,6 +103,16 @@ on() {
 	ip netns exec "$(ns "$h")" env BRMR_CONFIG_DIR="$WORK/$h/etc" "$@"
 }
 
+# on_bg HOST LOG CMD...: the same in the background, its pid in PID[HOST].
+# Not `on ... &`: that forks a subshell for the function, and killing the
+# subshell would leave CMD running (ip netns exec and env exec CMD itself).
+on_bg() {
+	local h=$1 log=$2
+	shift 2
+	ip netns exec "$(ns "$h")" env BRMR_CONFIG_DIR="$WORK/$h/etc" "$@" >>"$log" 2>&1 &
+	PID[$h]=$!
+}
+
 # ---- the pool file, the same on every host -----------------------------------
 
 RUN=$WORK/run # control and NBD sockets, logs (the hosts' /run/brmr)
@@ -136,17 +146,13 @@ done
 log "stores formatted on h1..h3, one key everywhere"
 
 # serve N: start member N's brmr-server on host hN, as brmr-server@vol1 would.
-serve() {
-	on "h$1" "$SERVER" --pool vol1 --member "$1" >>"$RUN/h$1.log" 2>&1 &
-	PID[h$1]=$!
-}
+serve() { on_bg "h$1" "$RUN/h$1.log" "$SERVER" --pool vol1 --member "$1"; }
 status_of() { "$BRMRCTL" status --socket "$1" --json >/dev/null 2>&1; }
 for i in 1 2 3; do serve "$i"; done
 for i in 1 2 3; do
 	wait_for 20 status_of "$RUN/m$i.ctl" || fail "h$i: brmr-server did not start: $(tail -5 "$RUN/h$i.log")"
 done
-on c "$CLIENT" --pool vol1 >>"$RUN/c.log" 2>&1 &
-PID[c]=$!
+on_bg c "$RUN/c.log" "$CLIENT" --pool vol1
 wait_for 30 test -S "$RUN/vol1.nbd.sock" || fail "c: nbd-brmr did not start: $(tail -5 "$RUN/c.log")"
 URI="nbd+unix:///?socket=$RUN/vol1.nbd.sock"
 
