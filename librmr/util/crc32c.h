@@ -3,6 +3,7 @@
 #ifndef RMR_CRC32C_H
 #define RMR_CRC32C_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -12,5 +13,11 @@
  * the CRC of a followed by b. crc32c(0, "123456789", 9) == 0xe3069283.
  */
 uint32_t crc32c(uint32_t crc, const void *buf, size_t len);
+
+/* The same, always without the CPU's crc32 instruction (for tests). */
+uint32_t crc32c_portable(uint32_t crc, const void *buf, size_t len);
+
+/* Does crc32c() use the CPU's crc32 instruction here? */
+bool crc32c_hardware(void);
 
 #endif

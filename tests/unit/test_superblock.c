@@ -231,6 +231,31 @@ START_TEST(test_crc32c_vectors)
 	ck_assert_uint_eq(crc32c(0, zero, sizeof(zero)), 0x8a9136aa);
 	ck_assert_uint_eq(crc32c(0, ones, sizeof(ones)), 0x62a8ab43);
 	ck_assert_uint_eq(crc32c(crc32c(0, "1234", 4), "56789", 5), 0xe3069283);
+	ck_assert_uint_eq(crc32c_portable(0, "123456789", 9), 0xe3069283);
+	ck_assert_uint_eq(crc32c_portable(0, ones, sizeof(ones)), 0x62a8ab43);
+}
+END_TEST
+
+/* The CPU's crc32 instruction, where used, agrees with the tables at every
+ * alignment, length and running value. */
+START_TEST(test_crc32c_paths_agree)
+{
+	static uint8_t buf[40000];
+	uint32_t x = 12345;
+
+	for (size_t i = 0; i < sizeof(buf); i++) {
+		x = x * 1103515245u + 12345u;
+		buf[i] = (uint8_t)(x >> 16);
+	}
+	for (size_t off = 0; off < 9; off++)
+		for (size_t len = 0; len < 70; len++)
+			ck_assert_uint_eq(crc32c(0x1234567u * (uint32_t)len, buf + off, len),
+					  crc32c_portable(0x1234567u * (uint32_t)len, buf + off, len));
+	ck_assert_uint_eq(crc32c(0, buf + 3, 32768), crc32c_portable(0, buf + 3, 32768));
+	ck_assert_uint_eq(crc32c(crc32c(0, buf, 1000), buf + 1000, sizeof(buf) - 1000),
+			  crc32c_portable(0, buf, sizeof(buf)));
+	if (!crc32c_hardware())
+		fprintf(stderr, "crc32c: no crc32 instruction here, one path checked\n");
 }
 END_TEST
 
@@ -1421,6 +1446,7 @@ static Suite *superblock_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_crc32c_vectors);
+	tcase_add_test(tc, test_crc32c_paths_agree);
 	tcase_add_test(tc, test_round_trip);
 	tcase_add_loop_test(tc, test_single_field_corruption, 0,
 			    (int)(sizeof(corruptions) / sizeof(corruptions[0])));
