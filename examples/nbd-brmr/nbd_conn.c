@@ -7,11 +7,17 @@
  *  - the reader (the connection's own thread, which ran the handshake)
  *    parses requests, validates them, reads WRITE payloads into a request
  *    context and calls brmr_submit();
- *  - completions run on librmr's event-loop thread; they only record the
- *    status and append the context to the reply queue (a short critical
- *    section, never a socket call);
- *  - the writer thread sends every reply, so socket writes are serialised
- *    and replies leave in completion order (NBD allows any order).
+ *  - completions run on librmr's event-loop thread. A reply without data
+ *    (writes, errors), when no reply waits and no thread is sending, is
+ *    sent right there with a non-blocking sendmsg(): that saves waking the
+ *    writer (bench/run: 4k random writes +28 % at QD32, -14 % latency at
+ *    QD1). Otherwise, or for what a full socket did not take, the
+ *    completion appends the context to the reply queue (a short critical
+ *    section): read data is copied into the socket by the writer, in
+ *    batches, not on the event loop;
+ *  - the writer thread sends the queued replies, batched; one thread sends
+ *    at a time (@sending), so replies never interleave, and they leave in
+ *    completion order (NBD allows any order).
  * Requests the reader refuses (bad flags, range, shutdown) also go through
  * the reply queue, so the reader never writes to the socket.
  *
@@ -55,6 +61,7 @@ struct nbdb_req {
 	struct nbdb_conn *conn;
 	struct nbd_simple_reply hdr;  /* reply header, cookie already set */
 	uint32_t data_len;            /* READ: bytes to send on success */
+	size_t sent;                  /* bytes of the reply already sent */
 	void *buf;                    /* data buffer, NULL until needed */
 	size_t bufsize;
 };
@@ -69,7 +76,7 @@ struct nbdb_conn {
 	pthread_t thread;
 
 	/* Request contexts: lock guards free_list, the reply queue, busy
-	 * changes and writer_stop. */
+	 * changes, sending, dead and writer_stop. */
 	pthread_mutex_t lock;
 	pthread_cond_t free_cv;  /* a context came back */
 	pthread_cond_t reply_cv; /* a reply was queued, or writer_stop */
@@ -77,6 +84,8 @@ struct nbdb_conn {
 	struct nbdb_req *free_list;
 	struct nbdb_req *reply_head, *reply_tail;
 	atomic_uint busy;        /* taken by the reader, not yet answered */
+	bool sending;            /* a thread writes to the socket */
+	bool dead;               /* a send failed: discard further replies */
 	bool writer_stop;
 	pthread_t writer;
 
@@ -85,9 +94,6 @@ struct nbdb_conn {
 	uint8_t *rbuf;
 	size_t rpos, rend;
 	uint64_t nreq;
-
-	/* Writer only. */
-	bool dead;               /* a send failed: discard further replies */
 };
 
 /* ------------------------------------------------------------------ */
@@ -281,20 +287,98 @@ static struct nbdb_req *req_get(struct nbdb_conn *c, size_t need, bool *nomem)
 	return r;
 }
 
-/* Hand a finished context to the writer. Any thread, never blocks long. */
+/* The iovecs of @r's reply, less what was sent already; returns how many. */
+static unsigned reply_iov(const struct nbdb_req *r, struct iovec *iov)
+{
+	size_t skip = r->sent;
+	unsigned n = 0;
+
+	iov[n].iov_base = (void *)&r->hdr;
+	iov[n++].iov_len = sizeof(r->hdr);
+	if (r->hdr.error == 0 && r->data_len > 0) {
+		iov[n].iov_base = r->buf;
+		iov[n++].iov_len = r->data_len;
+	}
+	while (skip && n) {
+		if (skip >= iov[0].iov_len) {
+			skip -= iov[0].iov_len;
+			iov[0] = iov[1];
+			n--;
+		} else {
+			iov[0].iov_base = (char *)iov[0].iov_base + skip;
+			iov[0].iov_len -= skip;
+			skip = 0;
+		}
+	}
+	return n;
+}
+
+static size_t reply_len(const struct nbdb_req *r)
+{
+	return sizeof(r->hdr) + (r->hdr.error == 0 ? r->data_len : 0);
+}
+
+/* @r..@last (linked) are answered: back to the free list. Under c->lock. */
+static void reqs_release(struct nbdb_conn *c, struct nbdb_req *r, struct nbdb_req *last,
+			 unsigned n)
+{
+	last->next = c->free_list;
+	c->free_list = r;
+	atomic_fetch_sub(&c->busy, n);
+	pthread_cond_broadcast(&c->free_cv);
+}
+
+/*
+ * Answer a finished context: a reply without data at once if the socket is
+ * free and takes all of it without blocking, else through the writer. Any
+ * thread, never blocks long.
+ */
 static void reply_queue(struct nbdb_req *r, uint32_t nbd_error)
 {
 	struct nbdb_conn *c = r->conn;
 
 	r->hdr.error = nbd_to_be32(nbd_error);
 	r->next = NULL;
+	r->sent = 0;
 	pthread_mutex_lock(&c->lock);
+	if (!c->sending && !c->reply_head && !c->dead && (nbd_error || !r->data_len)) {
+		struct iovec iov[2];
+		struct msghdr mh = { .msg_iov = iov };
+		ssize_t w;
+
+		c->sending = true;
+		pthread_mutex_unlock(&c->lock);
+		mh.msg_iovlen = reply_iov(r, iov);
+		do
+			w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		while (w < 0 && errno == EINTR);
+		pthread_mutex_lock(&c->lock);
+		c->sending = false;
+		if (w >= 0 && (size_t)w == reply_len(r)) {
+			reqs_release(c, r, r, 1);
+			if (c->reply_head)
+				pthread_cond_signal(&c->reply_cv);
+			pthread_mutex_unlock(&c->lock);
+			return;
+		}
+		/* The rest goes first, by the writer, whose blocking send
+		 * also reports a failed socket. */
+		r->sent = w > 0 ? (size_t)w : 0;
+		r->next = c->reply_head;
+		c->reply_head = r;
+		if (!c->reply_tail)
+			c->reply_tail = r;
+		pthread_cond_signal(&c->reply_cv);
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
 	if (c->reply_tail)
 		c->reply_tail->next = r;
 	else
 		c->reply_head = r;
 	c->reply_tail = r;
-	pthread_cond_signal(&c->reply_cv);
+	if (!c->sending)
+		pthread_cond_signal(&c->reply_cv);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -318,10 +402,17 @@ static void *writer_main(void *arg)
 		struct iovec iov[2 * CONN_WRITE_BATCH];
 		unsigned n = 0, cnt = 0;
 
-		while (!c->reply_head && !c->writer_stop)
+		bool dead;
+
+		while ((!c->reply_head || c->sending) && !c->writer_stop)
 			pthread_cond_wait(&c->reply_cv, &c->lock);
 		if (!c->reply_head)
 			break;
+		/* At the end, an inline sender may still be at it: wait for it. */
+		if (c->sending) {
+			pthread_cond_wait(&c->reply_cv, &c->lock);
+			continue;
+		}
 		/* Take up to a batch off the queue. */
 		batch = c->reply_head;
 		for (r = batch; r && n < CONN_WRITE_BATCH; r = r->next) {
@@ -332,17 +423,13 @@ static void *writer_main(void *arg)
 		if (!c->reply_head)
 			c->reply_tail = NULL;
 		last->next = NULL;
+		c->sending = true;
+		dead = c->dead;
 		pthread_mutex_unlock(&c->lock);
 
-		for (r = batch; r; r = r->next) {
-			iov[cnt].iov_base = &r->hdr;
-			iov[cnt++].iov_len = sizeof(r->hdr);
-			if (r->hdr.error == 0 && r->data_len > 0) {
-				iov[cnt].iov_base = r->buf;
-				iov[cnt++].iov_len = r->data_len;
-			}
-		}
-		if (!c->dead) {
+		for (r = batch; r; r = r->next)
+			cnt += reply_iov(r, &iov[cnt]);
+		if (!dead) {
 			int rc = nbdb_writev_full(c->fd, iov, cnt);
 
 			if (rc < 0) {
@@ -350,16 +437,15 @@ static void *writer_main(void *arg)
 				 * too; keep draining replies without sending. */
 				nbdb_log(NBDB_DEBUG, "conn %lu: send failed: %s", c->id,
 					 strerror(-rc));
-				c->dead = true;
+				dead = true;
 				shutdown(c->fd, SHUT_RDWR);
 			}
 		}
 
 		pthread_mutex_lock(&c->lock);
-		last->next = c->free_list;
-		c->free_list = batch;
-		atomic_fetch_sub(&c->busy, n);
-		pthread_cond_broadcast(&c->free_cv);
+		c->sending = false;
+		c->dead = c->dead || dead;
+		reqs_release(c, batch, last, n);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return NULL;

@@ -18,6 +18,7 @@ import os
 import socket
 import struct
 import sys
+import threading
 import time
 
 # ---- wire constants (doc/proto.md) ---------------------------------------
@@ -500,6 +501,49 @@ def t_pipelined(path):
     b.disc()
 
 
+def t_slow_reader(path):
+    """Reads and writes mixed while the client lets replies pile up: the
+    write replies nbd-brmr sends from its event loop and the read data its
+    writer sends must not interleave, get lost or come twice."""
+    c = connect_go(path)
+    n, rs, ws = 48, 256 * 1024, 4096
+    for i in range(n // 2):
+        err, _ = c.do(CMD_WRITE, BASE + i * rs, rs, payload=pattern(rs, 50 + i))
+        check(err == 0, "slow reader: setup write %d failed: %s" % (i, errname(err)))
+    reqs = {}
+    for i in range(n):
+        if i % 2:
+            reqs[3000 + i] = (CMD_WRITE, BASE + 16 * 1024 * 1024 + i * ws, ws)
+        else:
+            reqs[3000 + i] = (CMD_READ, BASE + (i // 2) * rs, rs)
+    failed = []
+
+    def sender():
+        try:
+            for cookie, (cmd, off, ln) in reqs.items():
+                c.request(cmd, cookie, off, ln,
+                          payload=pattern(ln, cookie) if cmd == CMD_WRITE else b"")
+        except OSError as e:
+            failed.append(e)
+    t = threading.Thread(target=sender)
+    t.start()
+    time.sleep(1)  # replies pile up: the server's sends block and return EAGAIN
+    seen = set()
+    for _ in range(n):
+        magic, err, cookie = struct.unpack(">IIQ", c.recv(16))
+        check(magic == SIMPLE_REPLY_MAGIC, "slow reader: bad reply magic 0x%x" % magic)
+        check(cookie in reqs and cookie not in seen, "slow reader: cookie %d unexpected" % cookie)
+        seen.add(cookie)
+        cmd, off, ln = reqs[cookie]
+        check(err == 0, "slow reader: request %d failed: %s" % (cookie, errname(err)))
+        if cmd == CMD_READ:
+            i = (cookie - 3000) // 2
+            check(c.recv(ln) == pattern(ln, 50 + i), "slow reader: read %d: wrong data" % cookie)
+    t.join()
+    check(not failed, "slow reader: sending failed: %s" % failed)
+    c.disc()
+
+
 def t_final_roundtrip(path):
     c = connect_go(path)
     data = pattern(1024 * 1024, 99)
@@ -529,6 +573,7 @@ TESTS = [
     ("oversized requests", t_oversized),
     ("truncated requests", t_truncated),
     ("pipelined requests on two connections", t_pipelined),
+    ("replies piling up at a slow reader", t_slow_reader),
     ("final write + read round trip", t_final_roundtrip),
 ]
 
