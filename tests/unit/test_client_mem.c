@@ -280,9 +280,10 @@ static enum rmr_member_state member_state(struct rmr_client *c, unsigned i)
 }
 
 /* Poll (bounded) until member @i reaches @want. */
+/* Bounded so that a hang fails, generously: the sanitizer run shares two CPUs in CI. */
 static void wait_state(struct rmr_client *c, unsigned i, enum rmr_member_state want)
 {
-	for (int n = 0; n < 500 && member_state(c, i) != want; n++)
+	for (int n = 0; n < 2000 && member_state(c, i) != want; n++)
 		usleep(10000);
 	ck_assert_str_eq(rmr_member_state_name(member_state(c, i)), rmr_member_state_name(want));
 }

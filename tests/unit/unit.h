@@ -4,6 +4,8 @@
 #define RMR_TESTS_UNIT_H
 
 #include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 /*
  * A plain check for loops of millions of iterations: every ck_assert records
@@ -23,6 +25,17 @@ static inline int unit_run(Suite *s)
 
 	srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY=verbose lists each test */
 	failed = srunner_ntests_failed(sr);
+	if (failed) {
+		/* Again on stderr, last: a log cut to its tail (meson shows the
+		 * last 100 lines) then still says what failed, after the
+		 * library's warnings. */
+		TestResult **tr = srunner_failures(sr);
+
+		for (int i = 0; i < failed; i++)
+			fprintf(stderr, "FAILED %s:%d: %s: %s\n", tr_lfile(tr[i]), tr_lno(tr[i]),
+				tr_tcname(tr[i]), tr_msg(tr[i]));
+		free(tr);
+	}
 	srunner_free(sr);
 	return failed ? 1 : 0;
 }
