@@ -340,12 +340,19 @@ static void on_hello(struct srv_session *sess, const struct rmr_msg *hmsg,
 
 	p = find_pool(s, uuid, hp->pool_name);
 	if (!p || strcmp(p->name, hp->pool_name)) {
-		/* A pool asked for by UUID that is not ours: counted with the claims. */
+		/*
+		 * A UUID that is not the one of our pool of that name (or a name
+		 * that is not the one of the pool with that UUID) is a false
+		 * claim, counted. A pool we do not serve at all is not: a member
+		 * that listens before it added its pool (at its start) refuses
+		 * its peers' first hellos for that reason.
+		 */
 		bool by_uuid = memcmp(uuid, &zero, sizeof(zero)) != 0;
+		bool claim = by_uuid && (p || find_pool(s, &zero, hp->pool_name));
 
-		snprintf(why, sizeof(why), "no pool '%s' with that UUID here%s", hp->pool_name,
-			 by_uuid ? " (wrong pool UUID)" : "");
-		hello_refuse(sess, p, hp->role, sender, -ENOENT, by_uuid, why);
+		snprintf(why, sizeof(why), "no pool '%s'%s here%s", hp->pool_name,
+			 by_uuid ? " with that UUID" : "", claim ? " (wrong pool UUID)" : "");
+		hello_refuse(sess, p, hp->role, sender, -ENOENT, claim, why);
 		return;
 	}
 	if (hp->role == RMR_ROLE_CLIENT && sender != 0) {

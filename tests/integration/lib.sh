@@ -23,8 +23,10 @@ PDIR=""
 KEEP=${KEEP:-}
 
 log() { printf '[%s +%ds] %s\n' "$TEST" $((SECONDS - T0)) "$*"; }
+FAIL_MSG=""
 fail() {
-	printf '[%s +%ds] FAIL: %s\n' "$TEST" $((SECONDS - T0)) "$*" >&2
+	FAIL_MSG=$(printf '[%s +%ds] FAIL: %s' "$TEST" $((SECONDS - T0)) "$*")
+	printf '%s\n' "$FAIL_MSG" >&2
 	exit 1
 }
 skip() {
@@ -71,6 +73,24 @@ pid_alive() {
 	[[ ${stat%% *} != [ZX] ]]
 }
 
+# dump_stacks PIDFILE...: each live process's threads, innermost frames
+# first (gdb, when installed), one line a thread.
+dump_stacks() {
+	local f pid
+	command -v gdb >/dev/null || return 0
+	for f in "$@"; do
+		pid=$(cat "$f" 2>/dev/null) || continue
+		[[ $pid =~ ^[0-9]+$ ]] && [[ -d /proc/$pid ]] || continue
+		echo "---- threads of $(basename "$f" .pid) (pid $pid), innermost frame first"
+		timeout 30 gdb -p "$pid" -batch -nx -ex 'set pagination off' \
+			-ex 'thread apply all bt 12' 2>/dev/null |
+			awk '/^Thread /{if (t) print t; n = $NF; gsub(/[":)]/, "", n); t = n ":"; next}
+			     /^#[0-9]+ /{f = ($2 ~ /^0x/) ? $4 : $2
+				 if (f !~ /^(__|\?\?|start_thread|clone)/) t = t " " f}
+			     END{if (t) print t}' | sort | uniq -c || true
+	done
+}
+
 cleanup() {
 	local rc=$? j
 	trap - EXIT
@@ -87,6 +107,9 @@ cleanup() {
 				echo "---- $f"
 				tail -n 30 "$f"
 			done
+			# A daemon that stopped answering shows where it waits.
+			dump_stacks "$PDIR"/*.pid
+			[[ -z $FAIL_MSG ]] || printf '%s\n' "$FAIL_MSG"
 		fi
 		"$POOL" down --dir "$PDIR" || true
 		# In a sanitizer build, a report from any process fails the test.
@@ -192,12 +215,14 @@ EOF
 # "writes", ...). The status helpers read the control sockets of a local-pool
 # directory, PDIR, or those of CTL_DIR (client.ctl, mN.ctl) when set.
 member_field() {
-	"$BRMRCTL" status --socket "${CTL_DIR:-$PDIR}/client.ctl" --json | "$PY" -c '
+	local j # brmrctl says why it failed; no JSON traceback after it
+	j=$("$BRMRCTL" status --socket "${CTL_DIR:-$PDIR}/client.ctl" --json) || return 1
+	"$PY" -c '
 import json, sys
 for m in json.load(sys.stdin)["members"]:
     if str(m.get("id")) == sys.argv[1]:
         print(m.get(sys.argv[2], ""))
-' "$1" "$2"
+' "$1" "$2" <<<"$j"
 }
 
 # member_state ID: the client's view of member ID ("normal", "failed", ...).
@@ -209,11 +234,13 @@ state_in() { local s; s=$(member_state "$1") && [[ ",$2," == *",$s,"* ]]; }
 # server_field ID EXPR: a value from member ID's own status (its first pool),
 # EXPR a Python expression over `p`, e.g. 'p["resync"]["bytes"]'.
 server_field() {
-	"$BRMRCTL" status --socket "${CTL_DIR:-$PDIR}/m$1.ctl" --json | "$PY" -c '
+	local j
+	j=$("$BRMRCTL" status --socket "${CTL_DIR:-$PDIR}/m$1.ctl" --json) || return 1
+	"$PY" -c '
 import json, sys
 p = json.load(sys.stdin)["pools"][0]
 print(eval(sys.argv[1]))
-' "$2"
+' "$2" <<<"$j"
 }
 
 # dirty_for ID ON: chunks member ON records as missed by member ID.

@@ -381,6 +381,47 @@ START_TEST(member_without_key_is_refused)
 }
 END_TEST
 
+/*
+ * A member listens before it adds its pool: its peers' hellos in between are
+ * refused (no such pool yet) but are no false claim, so not counted as
+ * authentication failures; once the pool is there the mesh comes up.
+ */
+START_TEST(hello_before_the_pool_is_added_is_not_a_refusal)
+{
+	struct rmr_server_opts so = {
+		.size = sizeof(so),
+		.listen_addr = members[2].addr,
+		.transport = "mem",
+		.events = &member_events,
+		.priv = (void *)(uintptr_t)2,
+		.heartbeat_ms = 50,
+		.failure_timeout_ms = 500,
+	};
+	struct rmr_server *early;
+	static struct rmr_server_status ss;
+
+	ck_assert_int_eq(rmr_server_create(&so, &early), 0);
+	member_start_as(0, 1, &pool_uuid, key_a);
+	member_start_as(1, 2, &pool_uuid, key_a);
+	for (int k = 0; k < 500; k++) {
+		ss.size = sizeof(ss);
+		ck_assert_int_eq(rmr_server_status(early, &ss), 0);
+		if (ss.rejected >= 2)
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_ge(ss.rejected, 2); /* members 1 and 2 dialed it */
+	ck_assert_uint_eq(ss.auth_refused, 0);
+	ck_assert_int_eq(atomic_load(&ev.count[2]), 0);
+	rmr_server_destroy(early);
+
+	member_start_as(2, 3, &pool_uuid, key_a);
+	wait_mesh_up();
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		ck_assert_uint_eq(auth_refused(i), 0);
+}
+END_TEST
+
 /* A client that asks for another pool UUID is refused and counted. */
 START_TEST(wrong_pool_uuid_is_refused)
 {
@@ -567,7 +608,8 @@ static void raw_send(unsigned type, uint16_t sender, const void *payload, uint32
 	if (type == RMR_MSG_READ)
 		m.len = 4096;
 	rmr_wire_encode((struct rmr_wire_hdr *)raw.out, &m);
-	memcpy(raw.out + sizeof(struct rmr_wire_hdr), payload, len);
+	if (len)
+		memcpy(raw.out + sizeof(struct rmr_wire_hdr), payload, len);
 	raw.got = false;
 	ck_assert_int_eq(raw.tops->send(raw.tp, raw.conn, &iov, 1, &raw), 0);
 	RAW_UNTIL(raw.got || raw.closed);
@@ -833,6 +875,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, right_key_works_and_refuses_nothing);
 	tcase_add_test(tc, wrong_or_no_key_client_is_refused);
+	tcase_add_test(tc, hello_before_the_pool_is_added_is_not_a_refusal);
 	tcase_add_test(tc, keyed_client_refuses_member_without_the_key);
 	tcase_add_test(tc, member_without_key_is_refused);
 	tcase_add_test(tc, wrong_pool_uuid_is_refused);
