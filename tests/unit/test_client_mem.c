@@ -25,6 +25,9 @@
 #define POOL_SIZE (4u << 20)
 #define CHUNK (128u * 1024)
 #define NMEMBERS 3
+/* Polls of 10 ms before a wait fails: a hang detector, generous because the
+ * sanitizer run shares two CPUs with the other tests in CI. */
+#define POLLS 2000
 
 struct member {
 	char addr[32];
@@ -280,10 +283,9 @@ static enum rmr_member_state member_state(struct rmr_client *c, unsigned i)
 }
 
 /* Poll (bounded) until member @i reaches @want. */
-/* Bounded so that a hang fails, generously: the sanitizer run shares two CPUs in CI. */
 static void wait_state(struct rmr_client *c, unsigned i, enum rmr_member_state want)
 {
-	for (int n = 0; n < 2000 && member_state(c, i) != want; n++)
+	for (int n = 0; n < POLLS && member_state(c, i) != want; n++)
 		usleep(10000);
 	ck_assert_str_eq(rmr_member_state_name(member_state(c, i)), rmr_member_state_name(want));
 }
@@ -303,7 +305,7 @@ static void wait_clean(void)
 {
 	uint64_t dirty = 0;
 
-	for (int n = 0; n < 1000; n++) {
+	for (int n = 0; n < POLLS; n++) {
 		dirty = 0;
 		for (unsigned i = 0; i < NMEMBERS; i++) {
 			struct rmr_server_pool_status ps;
@@ -414,8 +416,8 @@ START_TEST(overlapping_writes_apply_in_order_everywhere)
 		atomic_fetch_add(&b->pending, 1);
 		ck_assert_int_eq(rmr_client_submit(c, &io, RMR_SUBMIT_WAIT), 0);
 	}
-	for (int n = 0; n < 1000 && atomic_load(&b->pending); n++)
-		usleep(5000);
+	for (int n = 0; n < POLLS && atomic_load(&b->pending); n++)
+		usleep(10000);
 	ck_assert_int_eq(atomic_load(&b->pending), 0);
 	ck_assert_int_eq(atomic_load(&b->errors), 0);
 	for (unsigned i = 1; i < NMEMBERS; i++)
@@ -770,7 +772,7 @@ static void wait_peers_up(unsigned i)
 	struct rmr_server_pool_status ps;
 	unsigned up = 0;
 
-	for (int n = 0; n < 500; n++) {
+	for (int n = 0; n < POLLS; n++) {
 		pool_status(i, &ps);
 		up = 0;
 		for (unsigned k = 0; k < ps.npeers; k++)
@@ -789,7 +791,7 @@ static void verify_run(unsigned i, bool repair, struct rmr_server_pool_status *p
 
 	wait_peers_up(i);
 	ck_assert_int_eq(rmr_server_verify(members[i].pool, &vo), 0);
-	for (int n = 0; n < 1000; n++) {
+	for (int n = 0; n < POLLS; n++) {
 		pool_status(i, ps);
 		if (!ps->verify_running)
 			break;
@@ -915,7 +917,7 @@ static int id_state(struct rmr_client *c, uint16_t id)
 
 static void wait_id_state(struct rmr_client *c, uint16_t id, int want)
 {
-	for (int n = 0; n < 500 && id_state(c, id) != want; n++)
+	for (int n = 0; n < POLLS && id_state(c, id) != want; n++)
 		usleep(10000);
 	ck_assert_int_eq(id_state(c, id), want);
 }
@@ -925,7 +927,7 @@ static void wait_all_clean(void)
 {
 	uint64_t dirty = 0;
 
-	for (int n = 0; n < 1000; n++) {
+	for (int n = 0; n < POLLS; n++) {
 		dirty = 0;
 		for (unsigned i = 0; i <= SPARE; i++) {
 			struct rmr_server_pool_status ps;
