@@ -80,7 +80,7 @@ dump_stacks() {
 	command -v gdb >/dev/null || return 0
 	for f in "$@"; do
 		pid=$(cat "$f" 2>/dev/null) || continue
-		[[ $pid =~ ^[0-9]+$ ]] && [[ -d /proc/$pid ]] || continue
+		[[ $pid =~ ^[0-9]+$ && -d /proc/$pid ]] || continue
 		echo "---- threads of $(basename "$f" .pid) (pid $pid), innermost frame first"
 		timeout 30 gdb -p "$pid" -batch -nx -ex 'set pagination off' \
 			-ex 'thread apply all bt 12' 2>/dev/null |
