@@ -12,7 +12,8 @@
  * Threading: rmr_client_submit(), rmr_client_status() and rmr_client_info()
  * may be called from any thread. Completion and event callbacks run on the
  * client's own event-loop thread; they must not block and must not call
- * rmr_client_close().
+ * rmr_client_close(). A consumer may serve its own descriptors on that
+ * thread too (rmr_client_watch_fd()).
  */
 #ifndef RMR_CLIENT_H
 #define RMR_CLIENT_H
@@ -166,6 +167,33 @@ enum rmr_submit_flags {
  * an error the store itself reported on every member.
  */
 int rmr_client_submit(struct rmr_client *c, const struct rmr_io *io, unsigned flags);
+
+/**
+ * Call @p fn(@p priv) on the client's event-loop thread whenever @p fd is
+ * readable (level-triggered; @p fn reads until it would block, or is called
+ * again). A consumer that serves its own sockets there, or an epoll
+ * descriptor of them, saves two thread wake-ups per request: what it submits
+ * from @p fn goes out in the same loop turn, and completions run on the same
+ * thread. On that thread rmr_client_submit() never blocks (RMR_SUBMIT_WAIT
+ * is ignored: -EAGAIN when every slot is busy), rmr_client_status() and
+ * rmr_client_info() answer at once, and rmr_client_close(),
+ * rmr_client_add_member() and rmr_client_remove_member() must not be called.
+ * @p fn must not block.
+ *
+ * @return 0; -EEXIST if @p fd is watched already; -ENOSPC beyond 8
+ *         descriptors; -EINVAL for a negative @p fd or no @p fn;
+ *         -EOPNOTSUPP in a deterministic simulation; -errno of epoll_ctl(2)
+ *         (e.g. -EPERM for a regular file).
+ */
+int rmr_client_watch_fd(struct rmr_client *c, int fd, void (*fn)(void *priv), void *priv);
+
+/**
+ * Stop watching @p fd: once this returns, its callback runs no more, and
+ * the descriptor may be closed. Not from the event-loop thread.
+ * @return 0; -ENOENT if @p fd is not watched; -EDEADLK on the event-loop
+ *         thread.
+ */
+int rmr_client_unwatch_fd(struct rmr_client *c, int fd);
 
 /**
  * Take member @p member_id out of I/O for maintenance (@p on true), or put

@@ -1420,7 +1420,27 @@ RMR_EXPORT int rmr_client_submit(struct rmr_client *c, const struct rmr_io *io, 
 {
 	if (!c || !io)
 		return -EINVAL;
+	/* Only the loop thread frees slots: it must never wait for one. */
+	if (loop_on_thread(c->loop))
+		flags &= ~(unsigned)RMR_SUBMIT_WAIT;
 	return client_io_submit(c, io, flags);
+}
+
+RMR_EXPORT int rmr_client_watch_fd(struct rmr_client *c, int fd, void (*fn)(void *priv),
+				   void *priv)
+{
+	if (!c)
+		return -EINVAL;
+	return loop_watch(c->loop, fd, fn, priv);
+}
+
+RMR_EXPORT int rmr_client_unwatch_fd(struct rmr_client *c, int fd)
+{
+	if (!c)
+		return -EINVAL;
+	if (loop_on_thread(c->loop))
+		return -EDEADLK;
+	return loop_unwatch(c->loop, fd);
 }
 
 struct info_call {

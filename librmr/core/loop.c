@@ -45,6 +45,14 @@ struct loop {
 	pthread_mutex_t call_lock;
 	pthread_cond_t call_done;
 	struct loop_call *calls;
+
+	/* Consumer descriptors (loop_watch), touched on the loop thread only. */
+	struct loop_watch {
+		int fd;
+		void (*fn)(void *priv);
+		void *priv;
+	} watch[LOOP_MAX_WATCH];
+	unsigned nwatch;
 };
 
 #define SIM_MAX_LOOPS 64
@@ -166,6 +174,9 @@ void loop_wake(struct loop *l)
 
 	if (atomic_exchange(&l->wake_pending, true))
 		return;
+	/* On the loop thread the flag is enough: the loop looks at it before it sleeps. */
+	if (loop_on_thread(l))
+		return;
 	if (write(l->wakefd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		log_err("loop: eventfd write failed: %s", strerror(errno));
 }
@@ -194,7 +205,7 @@ void loop_call(struct loop *l, void (*fn)(void *arg), void *arg)
 {
 	struct loop_call call = { .fn = fn, .arg = arg };
 
-	if (!l->running) {
+	if (!l->running || loop_on_thread(l)) {
 		fn(arg);
 		return;
 	}
@@ -209,6 +220,89 @@ void loop_call(struct loop *l, void (*fn)(void *arg), void *arg)
 	while (!call.done)
 		pthread_cond_wait(&l->call_done, &l->call_lock);
 	pthread_mutex_unlock(&l->call_lock);
+}
+
+struct watch_call {
+	struct loop *l;
+	int fd;
+	void (*fn)(void *priv);
+	void *priv;
+	int ret;
+};
+
+static struct loop_watch *watch_find(struct loop *l, int fd)
+{
+	for (unsigned i = 0; i < l->nwatch; i++)
+		if (l->watch[i].fd == fd)
+			return &l->watch[i];
+	return NULL;
+}
+
+static void do_watch(void *arg)
+{
+	struct watch_call *wc = arg;
+	struct loop *l = wc->l;
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = wc->fd };
+
+	if (watch_find(l, wc->fd)) {
+		wc->ret = -EEXIST;
+	} else if (l->nwatch == LOOP_MAX_WATCH) {
+		wc->ret = -ENOSPC;
+	} else if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, wc->fd, &ev) < 0) {
+		wc->ret = -errno;
+	} else {
+		l->watch[l->nwatch++] = (struct loop_watch){ wc->fd, wc->fn, wc->priv };
+		wc->ret = 0;
+	}
+}
+
+static void do_unwatch(void *arg)
+{
+	struct watch_call *wc = arg;
+	struct loop *l = wc->l;
+	struct loop_watch *w = watch_find(l, wc->fd);
+
+	if (!w) {
+		wc->ret = -ENOENT;
+		return;
+	}
+	epoll_ctl(l->epfd, EPOLL_CTL_DEL, wc->fd, NULL);
+	*w = l->watch[--l->nwatch];
+	wc->ret = 0;
+}
+
+int loop_watch(struct loop *l, int fd, void (*fn)(void *priv), void *priv)
+{
+	struct watch_call wc = { .l = l, .fd = fd, .fn = fn, .priv = priv };
+
+	if (l->simulated || sim.on)
+		return -EOPNOTSUPP;
+	if (fd < 0 || fd == l->wakefd || !fn)
+		return -EINVAL;
+	loop_call(l, do_watch, &wc);
+	return wc.ret;
+}
+
+int loop_unwatch(struct loop *l, int fd)
+{
+	struct watch_call wc = { .l = l, .fd = fd };
+
+	loop_call(l, do_unwatch, &wc);
+	return wc.ret;
+}
+
+/* An epoll event of fd @fd: the wake-up eventfd, or a consumer's descriptor. */
+static void loop_event(struct loop *l, int fd)
+{
+	struct loop_watch *w;
+
+	if (fd == l->wakefd) {
+		atomic_store(&l->wake_pending, true);
+		return;
+	}
+	w = watch_find(l, fd);
+	if (w)
+		w->fn(w->priv);
 }
 
 static void handle_wake(struct loop *l)
@@ -297,7 +391,7 @@ static void *loop_thread(void *arg)
 
 	while (!atomic_load(&l->stop)) {
 		int events = 0, timeout_ms;
-		struct epoll_event evs[4];
+		struct epoll_event evs[LOOP_MAX_WATCH + 2];
 
 		l->now = loop_clock_ns();
 		if (l->tops)
@@ -326,10 +420,12 @@ static void *loop_thread(void *arg)
 		} else if (l->tops && l->tops->trywait(l->tp) != 0) {
 			continue;
 		}
-		int n = epoll_wait(l->epfd, evs, 4, timeout_ms);
+		/* The consumer may have queued work on this thread since the last look. */
+		if (atomic_load(&l->wake_pending))
+			continue;
+		int n = epoll_wait(l->epfd, evs, LOOP_MAX_WATCH + 2, timeout_ms);
 		for (int i = 0; i < n; i++)
-			if (evs[i].data.fd == l->wakefd)
-				atomic_store(&l->wake_pending, true);
+			loop_event(l, evs[i].data.fd);
 	}
 	/* Serve loop_call()s that raced with stop. */
 	run_calls(l);

@@ -34,9 +34,19 @@ void loop_destroy(struct loop *l);
 
 /* Ask the loop to call ops->wake soon. Any thread; cheap when already pending. */
 void loop_wake(struct loop *l);
-/* Run fn(arg) on the loop thread and wait for it. Not from the loop thread. */
+/* Run fn(arg) on the loop thread and wait for it (at once on the loop thread). */
 void loop_call(struct loop *l, void (*fn)(void *arg), void *arg);
 bool loop_on_thread(struct loop *l);
+/*
+ * Call fn(priv) on the loop thread whenever @fd is readable (level
+ * triggered), so that a consumer's own sockets are served where its requests
+ * complete. Any thread; loop_unwatch() returns once fn runs no more (not from
+ * fn itself). -EEXIST, -ENOSPC (LOOP_MAX_WATCH), -EOPNOTSUPP in a
+ * simulation, -errno of epoll_ctl.
+ */
+#define LOOP_MAX_WATCH 8
+int loop_watch(struct loop *l, int fd, void (*fn)(void *priv), void *priv);
+int loop_unwatch(struct loop *l, int fd);
 /* Time of the current iteration (monotonic ns); valid on the loop thread. */
 uint64_t loop_now(struct loop *l);
 /* Monotonic clock in ns (the virtual clock while a simulation runs). */

@@ -11,6 +11,7 @@
 #include "unit.h"
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -356,6 +357,112 @@ START_TEST(write_fans_out_and_reads_back)
 	rmr_client_close(c);
 	free(buf);
 	free(back);
+}
+END_TEST
+
+/*
+ * A consumer serving its own descriptor on the event-loop thread: each byte
+ * in a pipe asks for one write, submitted from the callback (where waiting
+ * for a slot would deadlock, so it never waits), completed on the same
+ * thread; status answers at once there; unwatched, the callback stops.
+ */
+struct watcher {
+	struct rmr_client *c;
+	int rfd;
+	pthread_t thread;
+	atomic_int calls, submitted, done, foreign_thread, errors, busy;
+	int status_ret, unwatch_ret, again_ret;
+	uint8_t buf[4096];
+};
+
+static void watcher_done(void *priv, int status)
+{
+	struct watcher *w = priv;
+
+	if (!pthread_equal(pthread_self(), w->thread))
+		atomic_fetch_add(&w->foreign_thread, 1);
+	if (status != 0)
+		atomic_fetch_add(&w->errors, 1);
+	atomic_fetch_add(&w->done, 1);
+}
+
+static void watcher_fn(void *priv)
+{
+	struct watcher *w = priv;
+	struct iovec iov = { .iov_base = w->buf, .iov_len = sizeof(w->buf) };
+	struct rmr_pool_status st = { .size = sizeof(st) };
+	uint8_t asks[64];
+	ssize_t n;
+
+	w->thread = pthread_self();
+	atomic_fetch_add(&w->calls, 1);
+	w->status_ret = rmr_client_status(w->c, &st); /* at once: no loop_call to itself */
+	w->unwatch_ret = rmr_client_unwatch_fd(w->c, w->rfd);
+	w->again_ret = rmr_client_watch_fd(w->c, w->rfd, watcher_fn, w);
+	n = read(w->rfd, asks, sizeof(asks));
+	for (ssize_t k = 0; k < n; k++) {
+		struct rmr_io io = {
+			.kind = RMR_IO_WRITE, .op = 1, .addr = (uint64_t)asks[k] * CHUNK,
+			.len = sizeof(w->buf), .iov = &iov, .iovcnt = 1, .cb = watcher_done,
+			.priv = w,
+		};
+		int ret = rmr_client_submit(w->c, &io, RMR_SUBMIT_WAIT);
+
+		if (ret == -EAGAIN)
+			atomic_fetch_add(&w->busy, 1);
+		else if (ret == 0)
+			atomic_fetch_add(&w->submitted, 1);
+		else
+			atomic_fetch_add(&w->errors, 1);
+	}
+}
+
+START_TEST(consumer_descriptor_is_served_on_the_loop_thread)
+{
+	struct rmr_client *c = open_client(1);
+	static struct watcher w;
+	int p[2];
+	uint8_t asks[24];
+
+	memset(&w, 0, sizeof(w));
+	ck_assert_int_eq(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+	w.c = c;
+	w.rfd = p[0];
+	memset(w.buf, 0x5c, sizeof(w.buf));
+	ck_assert_int_eq(rmr_client_watch_fd(c, -1, watcher_fn, &w), -EINVAL);
+	ck_assert_int_eq(rmr_client_watch_fd(c, p[0], NULL, &w), -EINVAL);
+	ck_assert_int_eq(rmr_client_unwatch_fd(c, p[0]), -ENOENT);
+	ck_assert_int_eq(rmr_client_watch_fd(c, p[0], watcher_fn, &w), 0);
+	ck_assert_int_eq(rmr_client_watch_fd(c, p[0], watcher_fn, &w), -EEXIST);
+
+	for (unsigned k = 0; k < sizeof(asks); k++)
+		asks[k] = (uint8_t)k;
+	ck_assert_int_eq(write(p[1], asks, sizeof(asks)), (ssize_t)sizeof(asks));
+	for (int n = 0; n < POLLS && atomic_load(&w.done) < (int)sizeof(asks); n++)
+		usleep(10000);
+	ck_assert_int_eq(atomic_load(&w.done), (int)sizeof(asks));
+	ck_assert_int_eq(atomic_load(&w.submitted), (int)sizeof(asks));
+	ck_assert_int_eq(atomic_load(&w.busy), 0); /* 24 writes, 64 slots */
+	ck_assert_int_eq(atomic_load(&w.errors), 0);
+	ck_assert_int_eq(atomic_load(&w.foreign_thread), 0);
+	ck_assert_int_ge(atomic_load(&w.calls), 1);
+	ck_assert_int_eq(w.status_ret, 0);
+	ck_assert_int_eq(w.unwatch_ret, -EDEADLK);
+	ck_assert_int_eq(w.again_ret, -EEXIST);
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		for (unsigned k = 0; k < sizeof(asks); k++)
+			ck_assert_uint_eq(members[i].store.data[(size_t)k * CHUNK + 4095], 0x5c);
+
+	/* Unwatched: a byte in the pipe stays there. */
+	ck_assert_int_eq(rmr_client_unwatch_fd(c, p[0]), 0);
+	int calls = atomic_load(&w.calls);
+	ck_assert_int_eq(write(p[1], asks, 1), 1);
+	usleep(100000);
+	ck_assert_int_eq(atomic_load(&w.calls), calls);
+	ck_assert_int_eq(read(p[0], asks, sizeof(asks)), 1);
+	close(p[0]);
+	close(p[1]);
+	rmr_client_close(c);
 }
 END_TEST
 
@@ -1213,6 +1320,7 @@ int main(void)
 	tcase_add_test(tc, write_fans_out_and_reads_back);
 	tcase_add_test(tc, meta_blob_keeps_pull_version_and_refuses_bad_ones);
 	tcase_add_test(tc, bad_requests_are_refused_without_callback);
+	tcase_add_test(tc, consumer_descriptor_is_served_on_the_loop_thread);
 	tcase_add_test(tc, overlapping_writes_apply_in_order_everywhere);
 	tcase_add_test(tc, member_loss_keeps_io_going_and_is_recorded);
 	tcase_add_test(tc, store_error_fails_member_not_request);
