@@ -8,6 +8,11 @@
  * orderly stop: SIGTERM/SIGINT -> stop accepting, close the connections,
  * let the requests in flight finish, close the pool, exit 0.
  *
+ * The front's epoll descriptor is served on librmr's event-loop thread
+ * (rmr_client_watch_fd): a request read there goes out to the members in
+ * the same loop turn and its completion comes back on that thread, with no
+ * thread wake-up either way. The main thread only waits for a stop signal.
+ *
  * Exit status: 0 after a clean stop, 1 on a runtime failure, 2 on a usage
  * error.
  */
@@ -25,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -266,42 +272,56 @@ static int epoll_add(struct front *f, int fd, void *tag)
 	return epoll_ctl(f->epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
+/* Whatever is ready now, on librmr's event-loop thread; never blocks. */
+static void front_turn(void *arg)
+{
+	struct front *f = arg;
+	struct epoll_event evs[128];
+	int n = epoll_wait(f->epfd, evs, 128, 0);
+
+	if (n < 0 && errno != EINTR)
+		kv_log(KV_LOG_ERR, "epoll_wait: %s", strerror(errno));
+	for (int i = 0; i < n; i++) {
+		void *tag = evs[i].data.ptr;
+
+		if (tag == &f->lfd) {
+			for (int k = 0; k < 16; k++)
+				conn_accept(f);
+		} else if (tag == &f->evfd) {
+			front_pool_completions(f);
+		} else {
+			conn_event(tag, evs[i].events);
+		}
+	}
+	front_batch_flush(f);
+	conn_flush_all(f);
+}
+
+/* Serve on the pool's event loop until a stop signal. */
 static int run(struct front *f)
 {
-	struct epoll_event evs[128];
+	struct pollfd pfd = { .fd = f->sigfd, .events = POLLIN };
+	struct signalfd_siginfo si;
+	int ret = rmr_client_watch_fd(f->client, f->epfd, front_turn, f);
 
-	for (;;) {
-		int n = epoll_wait(f->epfd, evs, 128, -1);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			kv_log(KV_LOG_ERR, "epoll_wait: %s", strerror(errno));
-			return 1;
-		}
-		for (int i = 0; i < n; i++) {
-			void *tag = evs[i].data.ptr;
-
-			if (tag == &f->sigfd) {
-				struct signalfd_siginfo si;
-
-				if (read(f->sigfd, &si, sizeof(si)) == sizeof(si))
-					kv_log(KV_LOG_NOTICE, "%s: stopping",
-					       strsignal((int)si.ssi_signo));
-				return 0;
-			}
-			if (tag == &f->lfd) {
-				for (int k = 0; k < 16; k++)
-					conn_accept(f);
-			} else if (tag == &f->evfd) {
-				front_pool_completions(f);
-			} else {
-				conn_event(tag, evs[i].events);
-			}
-		}
-		front_batch_flush(f);
-		conn_flush_all(f);
+	if (ret < 0) {
+		kv_log(KV_LOG_ERR, "cannot serve on the pool's event loop: %s", strerror(-ret));
+		return 1;
 	}
+	for (;;) {
+		if (poll(&pfd, 1, -1) < 0 && errno != EINTR) {
+			kv_log(KV_LOG_ERR, "poll: %s", strerror(errno));
+			ret = 1;
+			break;
+		}
+		if (read(f->sigfd, &si, sizeof(si)) == sizeof(si)) {
+			kv_log(KV_LOG_NOTICE, "%s: stopping", strsignal((int)si.ssi_signo));
+			break;
+		}
+	}
+	/* From here on the front is this thread's alone. */
+	rmr_client_unwatch_fd(f->client, f->epfd);
+	return ret;
 }
 
 /* Every connection gone: let what the pool still does for them finish. */
@@ -373,8 +393,7 @@ int main(int argc, char **argv)
 	f->lfd = listen_tcp(f->cfg.listen, f->listen_addr, sizeof(f->listen_addr));
 	if (f->lfd < 0)
 		goto out_pool;
-	if (epoll_add(f, f->lfd, &f->lfd) < 0 || epoll_add(f, f->sigfd, &f->sigfd) < 0 ||
-	    epoll_add(f, f->evfd, &f->evfd) < 0) {
+	if (epoll_add(f, f->lfd, &f->lfd) < 0 || epoll_add(f, f->evfd, &f->evfd) < 0) {
 		kv_log(KV_LOG_ERR, "epoll: %s", strerror(errno));
 		goto out_pool;
 	}

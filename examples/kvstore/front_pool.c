@@ -65,7 +65,7 @@ static void post_done(struct front *f, struct op *op)
 	}
 }
 
-/* librmr's thread. */
+/* librmr's loop thread: the front's own, until the stop. */
 static void on_request_done(void *priv, int status)
 {
 	struct op *op = priv;
@@ -94,8 +94,10 @@ static void submit_now(struct front *f, struct op *op)
 	f->inflight++;
 	f->rmr_requests++;
 	/*
-	 * Below the queue depth a slot is free or about to be: librmr releases
-	 * it right after the callback that brought the last completion here.
+	 * Below the queue depth a slot is free: librmr released it right after
+	 * the callback that brought the last completion here. (On librmr's
+	 * loop thread, where the front runs, the submit never waits; during
+	 * the stop, on the main thread, it may.)
 	 */
 	ret = rmr_client_submit(f->client, &op->io, RMR_SUBMIT_WAIT);
 	if (ret < 0) {
