@@ -97,6 +97,7 @@ cleanup() {
 	# Background clients (fio, nbdsh) of this test first.
 	for j in $(jobs -p); do
 		kill "$j" 2>/dev/null || true
+		kill -CONT "$j" 2>/dev/null || true # a stopped one takes the signal now
 	done
 	if [[ -n $PDIR && -d $PDIR ]]; then
 		if ((rc != 0 && rc != 77)); then
@@ -224,6 +225,9 @@ for m in json.load(sys.stdin)["members"]:
         print(m.get(sys.argv[2], ""))
 ' "$1" "$2" <<<"$j"
 }
+
+# no_inflight ID: the client has no request in flight to member ID.
+no_inflight() { [[ $(member_field "$1" inflight) == 0 ]]; }
 
 # member_state ID: the client's view of member ID ("normal", "failed", ...).
 member_state() { member_field "$1" state; }

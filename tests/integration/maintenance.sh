@@ -47,13 +47,19 @@ W1=$(member_field 2 writes)
 for id in 1 3; do
 	state_in "$id" normal || fail "member $id is '$(member_state "$id")'"
 done
+# fio holds still while the count is taken and member 2 comes back, so
+# that the count is what member 2 missed (a write in between would dirty one
+# chunk more than counted).
+kill -STOP "$FIO"
+wait_for 10 no_inflight 1 || fail "writes still in flight with fio stopped"
 DIRTY=$(dirty_for 2 1)
 ((DIRTY > 0)) || fail "member 1 records no chunk missed by member 2"
 log "member 2 out for 2 s: no writes reached it, $DIRTY chunks recorded as missed"
 
 "$BRMRCTL" maintenance off --socket "$CTL" --member 2 || fail "maintenance off failed"
 wait_for 30 state_in 2 normal || fail "member 2 is '$(member_state 2)' after maintenance off"
-log "member 2 is normal again while fio still writes"
+kill -CONT "$FIO"
+log "member 2 is normal again; fio writes on"
 
 rc=0
 wait "$FIO" || rc=$?
