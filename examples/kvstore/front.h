@@ -172,6 +172,7 @@ struct front {
 	pthread_mutex_t done_lock;
 	struct op *done_head, *done_tail; /* finished requests, from librmr's thread */
 	bool done_signalled;
+	bool done_evfd;              /* done_signalled through the eventfd (not a kick) */
 
 	struct op *sub_head, *sub_tail; /* may run, wait for a librmr slot */
 	struct front_batches *batches; /* requests gathered this loop turn (front_batch.c) */

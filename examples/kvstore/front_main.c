@@ -277,8 +277,11 @@ static void front_turn(void *arg)
 {
 	struct front *f = arg;
 	struct epoll_event evs[128];
-	int n = epoll_wait(f->epfd, evs, 128, 0);
+	int n;
 
+	/* Completions first: this turn may be a kick that brought them. */
+	front_pool_completions(f);
+	n = epoll_wait(f->epfd, evs, 128, 0);
 	if (n < 0 && errno != EINTR)
 		kv_log(KV_LOG_ERR, "epoll_wait: %s", strerror(errno));
 	for (int i = 0; i < n; i++) {

@@ -44,7 +44,9 @@ static const struct rmr_client_ops client_ops = {
 
 static void post_done(struct front *f, struct op *op)
 {
-	bool wake;
+	/* On librmr's loop thread while the front runs there, a kick brings
+	 * the front's turn after this callback; elsewhere, the eventfd. */
+	bool kicked = rmr_client_kick_fd(f->client, f->epfd) == 0, wake;
 
 	pthread_mutex_lock(&f->done_lock);
 	op->next = NULL;
@@ -53,8 +55,9 @@ static void post_done(struct front *f, struct op *op)
 	else
 		f->done_head = op;
 	f->done_tail = op;
-	wake = !f->done_signalled;
-	f->done_signalled = true;
+	wake = !kicked && !f->done_signalled;
+	if (wake)
+		f->done_signalled = f->done_evfd = true;
 	pthread_mutex_unlock(&f->done_lock);
 	if (wake) {
 		uint64_t one = 1;
@@ -126,9 +129,16 @@ void front_pool_submit(struct op *op)
 void front_pool_completions(struct front *f)
 {
 	struct op *list, *op;
+	bool evfd;
 	uint64_t n;
 
-	if (read(f->evfd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+	/* The eventfd first, then the list: a completion posted in between
+	 * finds done_signalled still set and is taken below. */
+	pthread_mutex_lock(&f->done_lock);
+	evfd = f->done_evfd;
+	f->done_evfd = false;
+	pthread_mutex_unlock(&f->done_lock);
+	if (evfd && read(f->evfd, &n, sizeof(n)) < 0 && errno != EAGAIN)
 		kv_log(KV_LOG_ERR, "eventfd read: %s", strerror(errno));
 	pthread_mutex_lock(&f->done_lock);
 	list = f->done_head;

@@ -188,6 +188,16 @@ int rmr_client_submit(struct rmr_client *c, const struct rmr_io *io, unsigned fl
 int rmr_client_watch_fd(struct rmr_client *c, int fd, void (*fn)(void *priv), void *priv);
 
 /**
+ * From the event-loop thread (a completion callback, or @p fn itself): call
+ * @p fd's callback in this loop turn, readable or not. A consumer queues
+ * its completions and kicks instead of writing to an eventfd of its own:
+ * no system call, no extra pass through epoll.
+ * @return 0; -EPERM on another thread (wake the consumer some other way);
+ *         -ENOENT if @p fd is not watched.
+ */
+int rmr_client_kick_fd(struct rmr_client *c, int fd);
+
+/**
  * Stop watching @p fd: once this returns, its callback runs no more, and
  * the descriptor may be closed. Not from the event-loop thread.
  * @return 0; -ENOENT if @p fd is not watched; -EDEADLK on the event-loop

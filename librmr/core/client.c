@@ -1434,6 +1434,13 @@ RMR_EXPORT int rmr_client_watch_fd(struct rmr_client *c, int fd, void (*fn)(void
 	return loop_watch(c->loop, fd, fn, priv);
 }
 
+RMR_EXPORT int rmr_client_kick_fd(struct rmr_client *c, int fd)
+{
+	if (!c)
+		return -EINVAL;
+	return loop_kick(c->loop, fd);
+}
+
 RMR_EXPORT int rmr_client_unwatch_fd(struct rmr_client *c, int fd)
 {
 	if (!c)

@@ -51,8 +51,10 @@ struct loop {
 		int fd;
 		void (*fn)(void *priv);
 		void *priv;
+		bool kicked;
 	} watch[LOOP_MAX_WATCH];
 	unsigned nwatch;
+	bool kicked;                 /* some watch was kicked */
 };
 
 #define SIM_MAX_LOOPS 64
@@ -251,7 +253,7 @@ static void do_watch(void *arg)
 	} else if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, wc->fd, &ev) < 0) {
 		wc->ret = -errno;
 	} else {
-		l->watch[l->nwatch++] = (struct loop_watch){ wc->fd, wc->fn, wc->priv };
+		l->watch[l->nwatch++] = (struct loop_watch){ wc->fd, wc->fn, wc->priv, false };
 		wc->ret = 0;
 	}
 }
@@ -291,6 +293,31 @@ int loop_unwatch(struct loop *l, int fd)
 	return wc.ret;
 }
 
+int loop_kick(struct loop *l, int fd)
+{
+	struct loop_watch *w;
+
+	if (!loop_on_thread(l))
+		return -EPERM;
+	w = watch_find(l, fd);
+	if (!w)
+		return -ENOENT;
+	w->kicked = l->kicked = true;
+	return 0;
+}
+
+/* Call the kicked watches' fns (they may kick again: the next turn calls them). */
+static void run_kicked(struct loop *l)
+{
+	l->kicked = false;
+	for (unsigned i = 0; i < l->nwatch; i++) {
+		if (!l->watch[i].kicked)
+			continue;
+		l->watch[i].kicked = false;
+		l->watch[i].fn(l->watch[i].priv);
+	}
+}
+
 /* An epoll event of fd @fd: the wake-up eventfd, or a consumer's descriptor. */
 static void loop_event(struct loop *l, int fd)
 {
@@ -301,8 +328,10 @@ static void loop_event(struct loop *l, int fd)
 		return;
 	}
 	w = watch_find(l, fd);
-	if (w)
+	if (w) {
+		w->kicked = false; /* this call serves the kick too */
 		w->fn(w->priv);
+	}
 }
 
 static void handle_wake(struct loop *l)
@@ -404,6 +433,11 @@ static void *loop_thread(void *arg)
 		if (l->now >= next_tick) {
 			l->ops->tick(l->ctx, l->now);
 			next_tick = l->now + l->tick_ns;
+		}
+		/* Work a consumer queued for itself on this thread (completions). */
+		if (l->kicked) {
+			run_kicked(l);
+			events++;
 		}
 		if (events > 0) {
 			last_event = l->now;

@@ -47,6 +47,12 @@ bool loop_on_thread(struct loop *l);
 #define LOOP_MAX_WATCH 8
 int loop_watch(struct loop *l, int fd, void (*fn)(void *priv), void *priv);
 int loop_unwatch(struct loop *l, int fd);
+/*
+ * On the loop thread: call @fd's fn in this loop turn, readable or not (work
+ * the consumer queued for itself, without an eventfd). -EPERM elsewhere,
+ * -ENOENT if @fd is not watched.
+ */
+int loop_kick(struct loop *l, int fd);
 /* Time of the current iteration (monotonic ns); valid on the loop thread. */
 uint64_t loop_now(struct loop *l);
 /* Monotonic clock in ns (the virtual clock while a simulation runs). */

@@ -364,14 +364,15 @@ END_TEST
  * A consumer serving its own descriptor on the event-loop thread: each byte
  * in a pipe asks for one write, submitted from the callback (where waiting
  * for a slot would deadlock, so it never waits), completed on the same
- * thread; status answers at once there; unwatched, the callback stops.
+ * thread, whose kick calls the consumer again with nothing to read; status
+ * answers at once there; unwatched, the callback stops.
  */
 struct watcher {
 	struct rmr_client *c;
 	int rfd;
 	pthread_t thread;
-	atomic_int calls, submitted, done, foreign_thread, errors, busy;
-	int status_ret, unwatch_ret, again_ret;
+	atomic_int calls, submitted, done, foreign_thread, errors, busy, empty_calls, kick_errors;
+	int status_ret, unwatch_ret, again_ret, kick_other_ret;
 	uint8_t buf[4096];
 };
 
@@ -383,6 +384,10 @@ static void watcher_done(void *priv, int status)
 		atomic_fetch_add(&w->foreign_thread, 1);
 	if (status != 0)
 		atomic_fetch_add(&w->errors, 1);
+	/* The consumer's turn after this callback, with nothing to read. */
+	if (rmr_client_kick_fd(w->c, w->rfd) != 0)
+		atomic_fetch_add(&w->kick_errors, 1);
+	w->kick_other_ret = rmr_client_kick_fd(w->c, w->rfd + 100);
 	atomic_fetch_add(&w->done, 1);
 }
 
@@ -400,6 +405,8 @@ static void watcher_fn(void *priv)
 	w->unwatch_ret = rmr_client_unwatch_fd(w->c, w->rfd);
 	w->again_ret = rmr_client_watch_fd(w->c, w->rfd, watcher_fn, w);
 	n = read(w->rfd, asks, sizeof(asks));
+	if (n < 0 && errno == EAGAIN)
+		atomic_fetch_add(&w->empty_calls, 1);
 	for (ssize_t k = 0; k < n; k++) {
 		struct rmr_io io = {
 			.kind = RMR_IO_WRITE, .op = 1, .addr = (uint64_t)asks[k] * CHUNK,
@@ -449,6 +456,13 @@ START_TEST(consumer_descriptor_is_served_on_the_loop_thread)
 	ck_assert_int_eq(w.status_ret, 0);
 	ck_assert_int_eq(w.unwatch_ret, -EDEADLK);
 	ck_assert_int_eq(w.again_ret, -EEXIST);
+	/* Kicked from the completions: called with nothing readable. */
+	ck_assert_int_eq(atomic_load(&w.kick_errors), 0);
+	ck_assert_int_eq(w.kick_other_ret, -ENOENT);
+	for (int n = 0; n < POLLS && atomic_load(&w.empty_calls) == 0; n++)
+		usleep(10000);
+	ck_assert_int_ge(atomic_load(&w.empty_calls), 1);
+	ck_assert_int_eq(rmr_client_kick_fd(c, p[0]), -EPERM); /* not the loop thread */
 	for (unsigned i = 0; i < NMEMBERS; i++)
 		for (unsigned k = 0; k < sizeof(asks); k++)
 			ck_assert_uint_eq(members[i].store.data[(size_t)k * CHUNK + 4095], 0x5c);
