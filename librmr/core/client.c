@@ -240,7 +240,7 @@ void member_drop_conn(struct member *m)
 	m->hello.sending = m->heartbeat.sending = m->goodbye.sending = m->pull.sending = false;
 	m->membership.sending = false;
 	m->auth.sending = false;
-	m->authed = false;
+	m->authed = m->auth_refusing = false;
 }
 
 static void check_open_done(struct rmr_client *c);
@@ -792,6 +792,36 @@ static void auth_fail(struct member *m, uint16_t id, const char *why)
 	member_fail(m, "authentication failed");
 }
 
+/*
+ * A member's CHALLENGE that does not prove the key (or names another member
+ * or pool): count it and say why, then tell the member so (AUTH with
+ * -EACCES, no proof) rather than hang up, so that it counts this client as
+ * holding another key and not as a hang-up; its refusal ends the session.
+ */
+static void auth_refuse(struct member *m, const struct rmr_msg *msg, const char *why)
+{
+	struct rmr_client *c = m->c;
+	struct rmr_msg am = {
+		.type = RMR_MSG_AUTH,
+		.pool_uuid = msg->pool_uuid,
+		.map_ver = c->map_ver,
+		.payload_len = sizeof(struct rmr_wire_auth),
+		.status = -EACCES,
+	};
+	static const struct rmr_auth none;
+
+	c->auth_refused++;
+	log_err("pool=%s addr=%s: refusing member %u: %s", c->name, m->addr, msg->sender_id, why);
+	m->auth.kind = SEND_CTRL;
+	rmr_wire_encode(&m->auth.hdr, &am);
+	rmr_wire_encode_auth(&m->auth.body.auth, &none);
+	if (member_send_ctrl(m, &m->auth, sizeof(struct rmr_wire_auth)) < 0) {
+		member_fail(m, "authentication failed");
+		return;
+	}
+	m->auth_refusing = true;
+}
+
 /* A keyed pool's member proves the key: check it, then prove it back. */
 static void on_challenge(struct member *m, const struct rmr_msg *msg)
 {
@@ -817,12 +847,12 @@ static void on_challenge(struct member *m, const struct rmr_msg *msg)
 	}
 	if (msg->sender_id == 0 || (m->id && msg->sender_id != m->id)) {
 		snprintf(why, sizeof(why), "its challenge claims id %u, not %u", msg->sender_id, m->id);
-		auth_fail(m, msg->sender_id, why);
+		auth_refuse(m, msg, why);
 		return;
 	}
 	if (memcmp(&c->uuid, &zero, sizeof(zero)) &&
 	    memcmp(&c->uuid, &msg->pool_uuid, sizeof(rmr_uuid))) {
-		auth_fail(m, msg->sender_id, "its challenge is for another pool UUID");
+		auth_refuse(m, msg, "its challenge is for another pool UUID");
 		return;
 	}
 	memset(&ctx, 0, sizeof(ctx));
@@ -833,7 +863,7 @@ static void on_challenge(struct member *m, const struct rmr_msg *msg)
 	ctx.initiator_id = 0;
 	ctx.member_id = msg->sender_id;
 	if (!rmr_auth_check(c->key, RMR_AUTH_MEMBER, &ctx, a.proof)) {
-		auth_fail(m, msg->sender_id, "it did not prove the pool key (wrong key)");
+		auth_refuse(m, msg, "it did not prove the pool key (wrong key)");
 		return;
 	}
 	memset(a.nonce, 0, sizeof(a.nonce));
@@ -967,6 +997,13 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 		return;
 	}
 
+	/* We refused its proof: only its refusal, which ends the session, is awaited. */
+	if (m->auth_refusing) {
+		if (msg.type == RMR_MSG_HELLO_RSP)
+			member_fail(m, "authentication failed");
+		release_rx(m);
+		return;
+	}
 	switch ((enum rmr_msg_type)msg.type) {
 	case RMR_MSG_HELLO_RSP:
 		if (!m->hello_done)

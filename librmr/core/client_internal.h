@@ -114,6 +114,7 @@ struct member {
 	struct ctrl_msg hello, heartbeat, goodbye, pull, membership, auth;
 	uint8_t nonce[RMR_NONCE_LEN]; /* ours, in the hello of a keyed client */
 	bool authed;                 /* its CHALLENGE proved the key; our AUTH went out */
+	bool auth_refusing;          /* it did not: our AUTH said so, its answer is awaited */
 	uint16_t auth_id;            /* the member id its proof was for */
 	bool maintenance;            /* the operator holds it out of I/O */
 	bool want_pull;              /* missed writes: must take the maps before NORMAL */

@@ -57,6 +57,7 @@ struct peer {
 	struct peer_ctrl hello, heartbeat, auth;
 	uint8_t nonce[RMR_NONCE_LEN]; /* ours, in the hello of a keyed pool */
 	bool authed;                 /* its CHALLENGE proved the key; our AUTH went out */
+	bool auth_refusing;          /* it did not: our AUTH said so, its answer is awaited */
 	struct peer_req *reqs;
 	uint32_t nreqs;
 	struct peer_req *free_reqs;
@@ -109,7 +110,7 @@ static void peer_drop(struct peer *pe, const char *reason, int status)
 		s->tops->close(s->tp, pe->conn);
 		pe->conn = NULL;
 	}
-	pe->connected = pe->up = pe->authed = false;
+	pe->connected = pe->up = pe->authed = pe->auth_refusing = false;
 	pe->hello.sending = pe->heartbeat.sending = pe->auth.sending = false;
 	snprintf(pe->reason, sizeof(pe->reason), "%s", reason);
 	/* Sends are abandoned with the connection: every slot is ours again. */
@@ -298,7 +299,8 @@ int peer_send_mark(struct peer *pe, uint64_t ids, uint64_t first, uint32_t count
 	return send_req(pe, &m, done, ctx);
 }
 
-static void send_ctrl(struct peer *pe, struct peer_ctrl *cm, unsigned type, size_t body_len)
+static void send_ctrl_status(struct peer *pe, struct peer_ctrl *cm, unsigned type, int status,
+			     size_t body_len)
 {
 	struct rmr_msg m = peer_msg(pe, type);
 	struct iovec iov[2] = {
@@ -308,10 +310,16 @@ static void send_ctrl(struct peer *pe, struct peer_ctrl *cm, unsigned type, size
 
 	if (cm->sending)
 		return;
+	m.status = status;
 	m.payload_len = (uint32_t)body_len;
 	rmr_wire_encode(&cm->hdr, &m);
 	if (peer_xmit(pe, iov, body_len ? 2 : 1, &cm->kind) == 0)
 		cm->sending = true;
+}
+
+static void send_ctrl(struct peer *pe, struct peer_ctrl *cm, unsigned type, size_t body_len)
+{
+	send_ctrl_status(pe, cm, type, 0, body_len);
 }
 
 void peer_on_connected(struct peer *pe, int status)
@@ -353,6 +361,25 @@ static void auth_fail(struct peer *pe, const char *why)
 	peer_drop(pe, "authentication failed", -EACCES);
 }
 
+/*
+ * Its CHALLENGE does not prove the key (or names another member or pool):
+ * count it, then say so (AUTH with -EACCES, no proof) rather than hang up,
+ * so that it counts us as holding another key; its refusal ends the session.
+ */
+static void auth_refuse(struct peer *pe, const char *why)
+{
+	static const struct rmr_auth none;
+
+	server_auth_refused(pe->srv, pe->pool, "member", pe->id, why);
+	rmr_wire_encode_auth(&pe->auth.body.auth, &none);
+	send_ctrl_status(pe, &pe->auth, RMR_MSG_AUTH, -EACCES, sizeof(pe->auth.body.auth));
+	if (!pe->auth.sending) {
+		peer_drop(pe, "authentication failed", -EACCES);
+		return;
+	}
+	pe->auth_refusing = true;
+}
+
 /* A keyed pool's member proves the key: check it, then prove it back. */
 static void on_challenge(struct peer *pe, const struct rmr_msg *msg)
 {
@@ -372,7 +399,7 @@ static void on_challenge(struct peer *pe, const struct rmr_msg *msg)
 	if (msg->sender_id != pe->id || memcmp(&msg->pool_uuid, &p->params.uuid, sizeof(rmr_uuid))) {
 		snprintf(why, sizeof(why), "%s answers as member %u or for another pool UUID",
 			 pe->addr, msg->sender_id);
-		auth_fail(pe, why);
+		auth_refuse(pe, why);
 		return;
 	}
 	memset(&ctx, 0, sizeof(ctx));
@@ -383,7 +410,7 @@ static void on_challenge(struct peer *pe, const struct rmr_msg *msg)
 	ctx.initiator_id = p->params.member_id;
 	ctx.member_id = pe->id;
 	if (!rmr_auth_check(p->key, RMR_AUTH_MEMBER, &ctx, a.proof)) {
-		auth_fail(pe, "it did not prove the pool key (wrong key)");
+		auth_refuse(pe, "it did not prove the pool key (wrong key)");
 		return;
 	}
 	memset(a.nonce, 0, sizeof(a.nonce));
@@ -498,6 +525,12 @@ void peer_on_recv(struct peer *pe, void *buf, size_t len, void *rx)
 		peer_drop(pe, "malformed message", -EPROTO);
 		return;
 	}
+	/* We refused its proof: only its refusal, which ends the session, is awaited. */
+	if (pe->auth_refusing) {
+		if (msg.type == RMR_MSG_HELLO_RSP)
+			peer_drop(pe, "authentication failed", -EACCES);
+		goto release;
+	}
 	switch (msg.type) {
 	case RMR_MSG_HELLO_RSP:
 		if (!pe->up)
@@ -526,6 +559,7 @@ void peer_on_recv(struct peer *pe, void *buf, size_t len, void *rx)
 		peer_drop(pe, "protocol violation", -EPROTO);
 		break;
 	}
+release:
 	if (pe->rx_lent && pe->conn)
 		s->tops->recv_release(s->tp, pe->conn, pe->rx_lent);
 	pe->rx_lent = NULL;

@@ -401,6 +401,11 @@ static void on_auth(struct srv_session *sess, const struct rmr_msg *msg)
 	struct rmr_auth a;
 	char why[160];
 
+	if (msg->status == -EACCES) {
+		hello_refuse(sess, p, sess->auth_hello.role, sess->auth_sender, -EACCES, true,
+			     "it holds another pool key: it found this member's proof wrong");
+		return;
+	}
 	if (rmr_wire_decode_auth(msg, &a, why, sizeof(why)) < 0) {
 		hello_refuse(sess, p, sess->auth_hello.role, sess->auth_sender, -EACCES, true, why);
 		return;
@@ -1095,12 +1100,16 @@ static void ev_closed(void *ev_ctx, void *conn_ctx, int reason)
 		return;
 	}
 	snprintf(why, sizeof(why), "connection lost: %s", strerror(-reason));
-	/* It took our proof and left without its own: it did not hold the key. */
+	/*
+	 * It left after our challenge without an AUTH: refused, but no proof
+	 * of a wrong key (an initiator with another key says so in its AUTH),
+	 * as an honest one whose own deadline ran out does the same.
+	 */
 	if (sess->auth_pool && !sess->dead) {
 		sess->srv->rejected++;
-		server_auth_refused(sess->srv, sess->auth_pool, role_name(sess->auth_hello.role),
-				    sess->auth_sender,
-				    "it hung up after the challenge without proving the pool key");
+		log_warn("pool=%s member=%u: %s claiming id %u hung up after the challenge, before any proof",
+			 sess->auth_pool->name, sess->auth_pool->params.member_id,
+			 role_name(sess->auth_hello.role), sess->auth_sender);
 	}
 	session_close(sess, why);
 }
@@ -1144,9 +1153,10 @@ static void server_tick(void *ctx, uint64_t now)
 		next = sess->next;
 		if (sess->dead)
 			continue;
+		/* Silence is no proof of a wrong key either (see ev_closed). */
 		if (now - sess->last_rx > silence && sess->auth_pool) {
 			hello_refuse(sess, sess->auth_pool, sess->auth_hello.role, sess->auth_sender,
-				     -ETIMEDOUT, true, "no AUTH after the challenge: the pool key unproven");
+				     -ETIMEDOUT, false, "no AUTH after the challenge: the pool key unproven");
 			continue;
 		}
 		if (now - sess->last_rx > silence) {

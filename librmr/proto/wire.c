@@ -123,7 +123,9 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 	if (!mask_valid(m->missed))
 		return reject(why, whylen, "%s: missed-member mask names id 0",
 			      rmr_msg_type_name(m->type));
-	if (is_request(m->type) && m->status != 0)
+	/* Only an AUTH may carry one: -EACCES, the initiator refused the CHALLENGE's proof. */
+	if (is_request(m->type) && m->status != 0 &&
+	    !(m->type == RMR_MSG_AUTH && m->status == -EACCES))
 		return reject(why, whylen, "%s: status %d in a request", rmr_msg_type_name(m->type),
 			      m->status);
 	if ((is_response(m->type) || m->type == RMR_MSG_GOODBYE) &&

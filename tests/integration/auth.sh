@@ -67,7 +67,7 @@ timeout 60 "$CLIENT" --config "$PDIR/pool.conf" --key-file "$WORK/wrong.key" \
 logged "$WORK/bad-client.log" "did not prove the pool key" ||
 	fail "nbd-brmr did not say why: $(tail -n 5 "$WORK/bad-client.log")"
 wait_for 10 refused_above 1 "$before" || fail "member 1 did not count the refused client"
-logged "$PDIR/m1.log" "refusing client claiming id 0: it hung up after the challenge" ||
+logged "$PDIR/m1.log" "refusing client claiming id 0: it holds another pool key" ||
 	fail "member 1 logged no refusal of the client: $(tail -n 5 "$PDIR/m1.log")"
 log "  member 1 counts $(refused 1) refused sessions"
 

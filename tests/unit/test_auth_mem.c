@@ -319,10 +319,10 @@ START_TEST(wrong_or_no_key_client_is_refused)
 	start_members(key_a, key_a, key_a);
 	ck_assert_int_eq(open_client(key_b, NULL, 800, &c), -ETIMEDOUT);
 	ck_assert_ptr_null(c);
-	/* The client found their proofs wrong and hung up: they count that. */
+	/* The client found their proofs wrong and said so: they count that. */
 	for (unsigned i = 0; i < NMEMBERS; i++)
 		wait_refused(i, 1);
-	reason_has(0, "without proving the pool key");
+	reason_has(0, "another pool key");
 	ck_assert_uint_eq(ev.last_claimed[0], 0);
 
 	ck_assert_int_eq(open_client(NULL, NULL, 800, &c), -ETIMEDOUT);
@@ -729,6 +729,28 @@ START_TEST(unauthenticated_initiator_is_refused)
 		reason_has(0, "no pool key");
 	}
 
+	/*
+	 * A hang-up after the challenge, no AUTH: refused, but not counted as
+	 * a wrong key (an honest initiator whose deadline ran out does that).
+	 */
+	{
+		static struct rmr_server_status ss;
+		uint64_t rejected, refused;
+
+		server_status(0, &ss);
+		rejected = ss.rejected;
+		refused = ss.auth_refused;
+		raw_open(0);
+		raw_hello(2, ni, &a);
+		raw_close();
+		for (int k = 0; k < POLLS && ss.rejected == rejected; k++) {
+			usleep(10000);
+			server_status(0, &ss);
+		}
+		ck_assert_uint_eq(ss.rejected, rejected + 1);
+		ck_assert_uint_eq(ss.auth_refused, refused);
+	}
+
 	/* The right key, for a member id not held by a live session: admitted. */
 	member_stop(2); /* member 3 leaves; its id is free */
 	for (int k = 0; k < POLLS && peer_up(0, 3); k++)
@@ -760,7 +782,7 @@ static struct fake {
 	struct rmr_conn *conn;       /* the newest; all are closed at the end */
 	struct rmr_conn *conns[64];
 	unsigned nconns;
-	atomic_int hellos, auths;
+	atomic_int hellos, auths, refusals;
 	_Alignas(8) uint8_t out[256];
 } fake;
 
@@ -794,7 +816,12 @@ static void fake_recv(void *ctx, void *conn_ctx, void *buf, size_t len, void *rx
 		rmr_wire_encode_auth((void *)(fake.out + sizeof(struct rmr_wire_hdr)), &a);
 		fake.tops->send(fake.tp, conn, &iov, 1, &fake);
 	} else if (m.type == RMR_MSG_AUTH) {
-		atomic_fetch_add(&fake.auths, 1);
+		static const uint8_t zero[sizeof(struct rmr_wire_auth)];
+		bool none = len == sizeof(struct rmr_wire_hdr) + sizeof(zero) &&
+			    !memcmp((uint8_t *)buf + sizeof(struct rmr_wire_hdr), zero, sizeof(zero));
+
+		/* A refusal proves nothing: no proof, all zero. */
+		atomic_fetch_add(m.status == -EACCES && none ? &fake.refusals : &fake.auths, 1);
 	}
 	fake.tops->recv_release(fake.tp, conn, rx);
 }
@@ -829,8 +856,9 @@ static void *open_thread(void *arg)
 
 /*
  * The initiator checks the member's proof before it sends anything else: a
- * member that answers with a proof it cannot make gets no AUTH (nothing the
- * fake could replay elsewhere), and is counted and failed by the client.
+ * member that answers with a proof it cannot make gets no proof back
+ * (nothing the fake could replay elsewhere), only the refusal (AUTH with
+ * -EACCES, all zero), and is counted and failed by the client.
  */
 START_TEST(client_checks_member_proof_first)
 {
@@ -856,6 +884,7 @@ START_TEST(client_checks_member_proof_first)
 	ck_assert_int_eq(oc.ret, 0);
 	ck_assert_int_ge(atomic_load(&fake.hellos), 1);
 	ck_assert_int_eq(atomic_load(&fake.auths), 0);
+	ck_assert_int_ge(atomic_load(&fake.refusals), 1);
 	ck_assert_uint_eq(normal_members(oc.c, &refused), 2);
 	ck_assert_uint_ge(refused, 1);
 	rmr_client_close(oc.c);

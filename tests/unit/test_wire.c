@@ -559,6 +559,11 @@ START_TEST(auth_messages)
 	ck_assert_int_eq(rmr_wire_decode_auth(&d, &ad, why, sizeof(why)), -EBADMSG);
 	put_auth(RMR_MSG_AUTH, &a, -1);
 	ck_assert_int_eq(decode(len, &d), -EBADMSG); /* a request carries no status */
+	put_auth(RMR_MSG_AUTH, &a, -EACCES);
+	ck_assert_int_eq(decode(len, &d), 0); /* but an AUTH refusing the member's proof */
+	ck_assert_int_eq(d.status, -EACCES);
+	put_auth(RMR_MSG_AUTH, &a, -EPERM);
+	ck_assert_int_eq(decode(len, &d), -EBADMSG);
 	memset(a.nonce, 0, sizeof(a.nonce));
 	put_auth(RMR_MSG_AUTH, &a, 0);
 	ck_assert_int_eq(decode(len + 1, &d), -EBADMSG);
