@@ -394,30 +394,35 @@ static void on_hello(struct srv_session *sess, const struct rmr_msg *hmsg,
 }
 
 /* The AUTH of a hello that waits for it. */
-static void on_auth(struct srv_session *sess, const struct rmr_msg *msg)
+/*
+ * The AUTH of a hello that waits for it: @a its proof, or NULL when it
+ * did not decode (@why says why). Its receive buffer is already released:
+ * a refusal may free the session with its connection.
+ */
+static void on_auth(struct srv_session *sess, const struct rmr_msg *msg, const struct rmr_auth *a,
+		    const char *why)
 {
 	struct srv_pool *p = sess->auth_pool;
 	struct rmr_auth_ctx ctx;
-	struct rmr_auth a;
-	char why[160];
+	char text[160];
 
 	if (msg->status == -EACCES) {
 		hello_refuse(sess, p, sess->auth_hello.role, sess->auth_sender, -EACCES, true,
 			     "it holds another pool key: it found this member's proof wrong");
 		return;
 	}
-	if (rmr_wire_decode_auth(msg, &a, why, sizeof(why)) < 0) {
+	if (!a) {
 		hello_refuse(sess, p, sess->auth_hello.role, sess->auth_sender, -EACCES, true, why);
 		return;
 	}
 	if (msg->sender_id != sess->auth_sender ||
 	    memcmp(&msg->pool_uuid, &p->params.uuid, sizeof(rmr_uuid))) {
-		snprintf(why, sizeof(why), "its AUTH claims id %u or another pool", msg->sender_id);
-		hello_refuse(sess, p, sess->auth_hello.role, sess->auth_sender, -EACCES, true, why);
+		snprintf(text, sizeof(text), "its AUTH claims id %u or another pool", msg->sender_id);
+		hello_refuse(sess, p, sess->auth_hello.role, sess->auth_sender, -EACCES, true, text);
 		return;
 	}
 	auth_ctx(sess, &ctx);
-	if (!rmr_auth_check(p->key, RMR_AUTH_INITIATOR, &ctx, a.proof)) {
+	if (!rmr_auth_check(p->key, RMR_AUTH_INITIATOR, &ctx, a->proof)) {
 		hello_refuse(sess, p, sess->auth_hello.role, sess->auth_sender, -EACCES, true,
 			     "wrong pool key (its proof does not check)");
 		return;
@@ -801,12 +806,15 @@ static void on_map_pull(struct srv_session *sess, const struct rmr_msg *msg)
 	map_transfer_pull(sess->pool, sess, msg->op, msg->map_ver, msg->op_flags, msg->missed);
 }
 
-/* The writer changes the pool's membership, or asks whether it may. */
-static void on_membership(struct srv_session *sess, const struct rmr_msg *msg)
+/*
+ * The writer changes the pool's membership, or asks whether it may: @ms as
+ * decoded, or NULL when it did not decode (@why says why). Its receive
+ * buffer is already released: a rejection frees the session.
+ */
+static void on_membership(struct srv_session *sess, const struct rmr_msg *msg,
+			  const struct rmr_membership *ms, const char *why)
 {
 	struct srv_pool *p = sess->pool;
-	struct rmr_membership ms;
-	char why[160];
 	int ret;
 
 	if (sess->role != RMR_ROLE_CLIENT ||
@@ -814,14 +822,14 @@ static void on_membership(struct srv_session *sess, const struct rmr_msg *msg)
 		session_reject(sess, "MEMBERSHIP from a member or for another pool");
 		return;
 	}
-	if (rmr_wire_decode_members(msg->payload, msg->payload_len, &ms, why, sizeof(why)) < 0) {
+	if (!ms) {
 		session_reject(sess, why);
 		return;
 	}
 	if (!writer_holds(p, sess))
 		ret = -ESTALE;
 	else
-		ret = membership_apply(p, &ms, msg->map_ver, msg->op_flags & RMR_MEMBERSHIP_CHECK);
+		ret = membership_apply(p, ms, msg->map_ver, msg->op_flags & RMR_MEMBERSHIP_CHECK);
 	server_ctrl_send(sess, &sess->membership_rsp, RMR_MSG_MEMBERSHIP_RSP, ret, 0);
 }
 
@@ -1032,14 +1040,23 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 		s->tops->recv_release(s->tp, sess->conn, rx);
 		on_reconcile(sess, &msg);
 		return;
-	case RMR_MSG_MEMBERSHIP:
-		on_membership(sess, &msg);
+	case RMR_MSG_MEMBERSHIP: {
+		struct rmr_membership ms;
+
+		ret = rmr_wire_decode_members(msg.payload, msg.payload_len, &ms, why, sizeof(why));
 		s->tops->recv_release(s->tp, sess->conn, rx);
+		on_membership(sess, &msg, ret < 0 ? NULL : &ms, why);
 		return;
-	case RMR_MSG_AUTH:
-		on_auth(sess, &msg);
+	}
+	case RMR_MSG_AUTH: {
+		struct rmr_auth a;
+
+		ret = msg.status ? 0 : rmr_wire_decode_auth(&msg, &a, why, sizeof(why));
 		s->tops->recv_release(s->tp, sess->conn, rx);
+		on_auth(sess, &msg, ret < 0 ? NULL : &a, why);
+		sodium_memzero(&a, sizeof(a));
 		return;
+	}
 	case RMR_MSG_CHALLENGE:
 	case RMR_MSG_HELLO_RSP:
 	case RMR_MSG_READ_RSP:

@@ -751,6 +751,30 @@ START_TEST(unauthenticated_initiator_is_refused)
 		ck_assert_uint_eq(ss.auth_refused, refused);
 	}
 
+	/*
+	 * An AUTH refusing the member's proof, and the initiator gone at once:
+	 * the member counts it and frees the session with nothing left to use
+	 * (a use after free under ASan, in CI, before the fix).
+	 */
+	{
+		struct rmr_msg rm = { .type = RMR_MSG_AUTH, .pool_uuid = pool_uuid, .sender_id = 2,
+				      .payload_len = sizeof(wa), .status = -EACCES };
+		struct iovec iov = { .iov_base = raw.out,
+				     .iov_len = sizeof(struct rmr_wire_hdr) + sizeof(wa) };
+		static const struct rmr_auth none;
+		uint64_t before = auth_refused(0);
+
+		raw_open(0);
+		raw_hello(2, ni, &a);
+		rmr_wire_encode((struct rmr_wire_hdr *)raw.out, &rm);
+		rmr_wire_encode_auth((struct rmr_wire_auth *)(raw.out + sizeof(struct rmr_wire_hdr)),
+				     &none);
+		ck_assert_int_eq(raw.tops->send(raw.tp, raw.conn, &iov, 1, &raw), 0);
+		raw_close();
+		wait_refused(0, before + 1);
+		reason_has(0, "another pool key");
+	}
+
 	/* The right key, for a member id not held by a live session: admitted. */
 	member_stop(2); /* member 3 leaves; its id is free */
 	for (int k = 0; k < POLLS && peer_up(0, 3); k++)
@@ -770,7 +794,7 @@ START_TEST(unauthenticated_initiator_is_refused)
 	raw_send(RMR_MSG_AUTH, 3, &wa, sizeof(wa));
 	raw_expect(RMR_MSG_HELLO_RSP, 0, &m);
 	raw_close();
-	ck_assert_uint_eq(auth_refused(0), 5);
+	ck_assert_uint_eq(auth_refused(0), 6); /* the five above, and the refusal */
 }
 END_TEST
 
