@@ -123,9 +123,10 @@ struct rmr_io {
 	uint16_t op;              /**< consumer opcode, handed to the store */
 	uint32_t op_flags;        /**< consumer flags, handed to the store */
 	uint64_t addr;            /**< first byte of the range */
-	uint32_t len;             /**< bytes in the range (<= max_io_size, or any for writes without data) */
+	uint32_t len;             /**< bytes in the range (<= max_io_size, or any for writes without
+	                               data or with RMR_IO_PATCH) */
 	const struct iovec *iov;  /**< write payload or read destination; NULL for writes without data */
-	unsigned iovcnt;          /**< 0..RMR_MAX_IOV; data bytes must equal @c len */
+	unsigned iovcnt;          /**< 0..RMR_MAX_IOV; data bytes must equal @c len (but see @c flags) */
 	rmr_io_cb cb;             /**< required */
 	void *priv;               /**< passed to @c cb */
 	/**
@@ -142,6 +143,11 @@ struct rmr_io {
 	 * not retried elsewhere).
 	 */
 	uint16_t member_id;
+	/**
+	 * #rmr_io_flags. With RMR_IO_PATCH (write-like only) the data are the
+	 * change, 1..max_io_size bytes, and need not equal @c len.
+	 */
+	uint32_t flags;
 };
 
 /** Flags of rmr_client_submit(). */
@@ -157,7 +163,8 @@ enum rmr_submit_flags {
  *         request (range outside the pool, length above max_io_size, iovec
  *         sum different from @c len, too many iovecs, an argument or a
  *         member id on a write-like request, argument and length together
- *         above max_io_size); -ESHUTDOWN if the pool is closing. On error
+ *         above max_io_size, unknown #rmr_io_flags, RMR_IO_PATCH on a
+ *         read-like request or without data); -ESHUTDOWN if the pool is closing. On error
  *         the callback never runs.
  *
  * Completion status: see #rmr_io_cb; -ENXIO if the member a read-like

@@ -83,6 +83,21 @@ enum rmr_io_kind {
 	RMR_IO_WRITE = 2, /**< write-like: applied by every NORMAL member */
 };
 
+/** Flags of a request (rmr_io.flags), handed to the store (rmr_store_io.flags). */
+enum rmr_io_flags {
+	/**
+	 * Write-like only: the payload is a change to make inside the range,
+	 * not its bytes. It may be shorter than the range (1..max_io_size
+	 * bytes, the range any length inside the pool), and the write never
+	 * counts as overwriting a chunk whole: a member that missed a chunk
+	 * of the range copies it from a peer before it applies the write, and
+	 * a member that misses the write has every chunk of the range marked
+	 * dirty. For a consumer whose one request changes several chunks in
+	 * part (a key-value store's writes to many buckets).
+	 */
+	RMR_IO_PATCH = 1u << 0,
+};
+
 /** Log levels, as in syslog. */
 enum rmr_log_level {
 	RMR_LOG_ERR = 3,

@@ -39,10 +39,16 @@ struct rmr_store_io {
 	uint64_t addr;         /**< first byte (inside the pool) */
 	uint32_t len;          /**< bytes in the range */
 	void *data;            /**< write: payload (NULL if none); read: @c len bytes to fill */
-	uint32_t data_len;     /**< bytes at @c data (0 or @c len) */
+	uint32_t data_len;     /**< bytes at @c data (0 or @c len; any with RMR_IO_PATCH) */
 	const void *arg;       /**< read: the request's argument (rmr_io.arg), NULL if none;
 	                            it does not overlap @c data */
 	uint32_t arg_len;      /**< bytes at @c arg */
+	/**
+	 * #rmr_io_flags from the client. With RMR_IO_PATCH, @c data is a
+	 * change to make inside the range, and every chunk of the range this
+	 * member missed was copied in first.
+	 */
+	uint32_t flags;
 };
 
 /**

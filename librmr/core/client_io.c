@@ -86,7 +86,12 @@ int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned fla
 		return -EINVAL;
 	for (unsigned i = 0; i < io->iovcnt; i++)
 		data_len += io->iov[i].iov_len;
-	if (data_len && data_len != io->len)
+	if (io->flags & ~(uint32_t)RMR_IO_PATCH)
+		return -EINVAL;
+	/* A patch is a change inside its range: data of its own length, never none. */
+	if ((io->flags & RMR_IO_PATCH) && (io->kind != RMR_IO_WRITE || !data_len || !io->len))
+		return -EINVAL;
+	if (data_len && data_len != io->len && !(io->flags & RMR_IO_PATCH))
 		return -EINVAL;
 	if (io->kind == RMR_IO_READ && (!io->len || data_len != io->len))
 		return -EINVAL;
@@ -195,6 +200,7 @@ static int send_leg(struct rmr_client *c, struct slot *s, struct member *m, unsi
 		.len = s->io.len,
 		.payload_len = data ? s->data_len : arg ? s->io.arg_len : 0,
 		.missed = missed,
+		.flags = type == RMR_MSG_WRITE && (s->io.flags & RMR_IO_PATCH) ? RMR_WIRE_WRITE_PATCH : 0,
 	};
 	struct iovec iov[4] = { { .iov_base = &leg->hdr, .iov_len = sizeof(leg->hdr) } };
 	int n = 1, ret;

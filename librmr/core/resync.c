@@ -274,7 +274,8 @@ static void park_overflow(struct srv_pool *p, struct srv_req *req, uint64_t firs
 bool resync_hold(struct srv_pool *p, struct srv_req *req)
 {
 	uint64_t addr = req->io.addr, end = req->io.addr + req->io.len;
-	bool write = req->type == RMR_MSG_WRITE;
+	/* Only a write of the chunk's bytes may overwrite it whole; a patch changes it. */
+	bool write = req->type == RMR_MSG_WRITE && !(req->io.flags & RMR_IO_PATCH);
 	uint64_t first = pool_first_chunk(p, addr);
 
 	if (req->io.len == 0 || (!dirty_map_count(pool_own_map(p)) && !p->syncing.count))
@@ -311,7 +312,7 @@ bool resync_hold(struct srv_pool *p, struct srv_req *req)
 	return false;
 }
 
-bool resync_write_possible(struct srv_pool *p, uint64_t addr, uint64_t len)
+bool resync_write_possible(struct srv_pool *p, uint64_t addr, uint64_t len, bool patch)
 {
 	uint64_t end = addr + len;
 
@@ -321,7 +322,7 @@ bool resync_write_possible(struct srv_pool *p, uint64_t addr, uint64_t len)
 		uint64_t start = c << p->chunk_shift;
 
 		if (!own_dirty(p, c) || sync_index_find(&p->syncing, c) ||
-		    (addr <= start && end >= start + pool_chunk_len(p, c)))
+		    (!patch && addr <= start && end >= start + pool_chunk_len(p, c)))
 			continue;
 		if (!peer_holds(p, c))
 			return false;

@@ -36,9 +36,10 @@ bool resync_hold(struct srv_pool *p, struct srv_req *req);
 /*
  * Can a write of [@addr, +@len) be applied here? Not if it covers part of a
  * chunk this member has yet to copy in that no peer that is up holds: the
- * write would land on stale bytes that nothing can complete.
+ * write would land on stale bytes that nothing can complete. A @patch
+ * (RMR_IO_PATCH) covers every chunk of its range in part.
  */
-bool resync_write_possible(struct srv_pool *p, uint64_t addr, uint64_t len);
+bool resync_write_possible(struct srv_pool *p, uint64_t addr, uint64_t len, bool patch);
 /* The store finished @req (see resync_hold): chunks it covered whole are clean if @status is 0. */
 void resync_release(struct srv_pool *p, struct srv_req *req, int status);
 /* Something changed (the maps were pulled): copy what can be copied. */

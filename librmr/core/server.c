@@ -636,9 +636,12 @@ static const char *request_invalid(struct srv_session *sess, const struct rmr_ms
 		return sess->map_reqs[msg->slot].busy ? "MAP_ADD slot already busy" : NULL;
 	if (sess->reqs[msg->slot].busy)
 		return "slot already busy";
-	if ((msg->type == RMR_MSG_READ || msg->type == RMR_MSG_SYNC_READ || msg->payload_len) &&
+	if ((msg->type == RMR_MSG_READ || msg->type == RMR_MSG_SYNC_READ ||
+	     (msg->payload_len && !(msg->flags & RMR_WIRE_WRITE_PATCH))) &&
 	    msg->len > sess->max_io)
 		return "request larger than the session's max io";
+	if (msg->payload_len > sess->max_io)
+		return "payload larger than the session's max io";
 	if (msg->type == RMR_MSG_READ && (uint64_t)msg->len + msg->payload_len > sess->max_io)
 		return "read argument and length together larger than the session's max io";
 	if (msg->type == RMR_MSG_SYNC_READ &&
@@ -709,6 +712,7 @@ static void on_request(struct srv_session *sess, const struct rmr_msg *msg, void
 	req->io.data_len = 0;
 	req->io.arg = NULL;
 	req->io.arg_len = 0;
+	req->io.flags = msg->flags & RMR_WIRE_WRITE_PATCH ? RMR_IO_PATCH : 0;
 	req->read_len = msg->len;
 
 	/* A writer that lost the epoch touches nothing, not even the maps. */
@@ -754,7 +758,7 @@ static void on_request(struct srv_session *sess, const struct rmr_msg *msg, void
 		 * others on a chunk that only they hold would leave it dirty
 		 * everywhere. The client records this member as having missed it.
 		 */
-		if (!resync_write_possible(p, msg->addr, msg->len)) {
+		if (!resync_write_possible(p, msg->addr, msg->len, req->io.flags & RMR_IO_PATCH)) {
 			req_answer(req, RMR_MSG_WRITE_RSP, -ENODATA, 0);
 			return;
 		}

@@ -95,12 +95,14 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 	m->payload_len = le32_to_cpu(h.payload_len);
 	m->missed = le64_to_cpu(h.missed);
 	m->status = (int32_t)le32_to_cpu(h.status);
+	m->flags = le32_to_cpu(h.flags);
 	m->payload = (const char *)buf + sizeof(h);
 
 	if (!is_request(m->type) && !is_response(m->type) && m->type != RMR_MSG_GOODBYE)
 		return reject(why, whylen, "unknown message type %u", m->type);
-	if (le32_to_cpu(h.reserved) != 0)
-		return reject(why, whylen, "%s: reserved field is not zero", rmr_msg_type_name(m->type));
+	if (m->flags && m->type != RMR_MSG_WRITE)
+		return reject(why, whylen, "%s: flags 0x%x in a message that has none",
+			      rmr_msg_type_name(m->type), m->flags);
 	if (m->sender_id > RMR_MAX_MEMBER_ID)
 		return reject(why, whylen, "%s: sender id %u out of range",
 			      rmr_msg_type_name(m->type), m->sender_id);
@@ -168,9 +170,17 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 			return reject(why, whylen, "READ_RSP: error carries a payload");
 		break;
 	case RMR_MSG_WRITE:
-		if (m->payload_len != 0 && m->payload_len != m->len)
+		if (m->flags & ~RMR_WIRE_WRITE_FLAGS)
+			return reject(why, whylen, "WRITE: unknown flags 0x%x", m->flags);
+		if (m->flags & RMR_WIRE_WRITE_PATCH) {
+			/* A change to make inside the range: any length of either, none empty. */
+			if (m->payload_len == 0 || m->len == 0)
+				return reject(why, whylen, "WRITE: patch of %u bytes for length %u",
+					      m->payload_len, m->len);
+		} else if (m->payload_len != 0 && m->payload_len != m->len) {
 			return reject(why, whylen, "WRITE: payload %u for length %u",
 				      m->payload_len, m->len);
+		}
 		break;
 	case RMR_MSG_SYNC_READ:
 		if (m->payload_len != 0)
@@ -286,6 +296,7 @@ void rmr_wire_encode(struct rmr_wire_hdr *hdr, const struct rmr_msg *m)
 	hdr->payload_len = cpu_to_le32(m->payload_len);
 	hdr->missed = cpu_to_le64(m->missed);
 	hdr->status = cpu_to_le32((uint32_t)m->status);
+	hdr->flags = cpu_to_le32(m->flags);
 }
 
 /* A fixed-size name field must hold a NUL-terminated, NUL-padded string. */

@@ -27,7 +27,7 @@
 #include <rmr/rmr.h>
 
 #define RMR_WIRE_MAGIC 0x31524d52u /* "RMR1" */
-#define RMR_WIRE_VERSION 6
+#define RMR_WIRE_VERSION 7
 /* Largest payload of any message; the session's max_io_size is smaller. */
 #define RMR_WIRE_MAX_PAYLOAD (4u << 20)
 
@@ -103,7 +103,7 @@ struct rmr_wire_hdr {
 	rmr_le32 payload_len;   /* bytes after the header */
 	rmr_le64 missed;        /* member ids (bit n = id n) that miss this write */
 	rmr_le32 status;        /* responses: 0 or a negative errno; requests: 0 */
-	rmr_le32 reserved;      /* zero */
+	rmr_le32 flags;         /* WRITE: RMR_WIRE_WRITE_*; zero in every other message */
 };
 _Static_assert(sizeof(struct rmr_wire_hdr) == 80, "wire header size");
 _Static_assert(offsetof(struct rmr_wire_hdr, map_ver) == 40, "wire header layout");
@@ -111,6 +111,10 @@ _Static_assert(offsetof(struct rmr_wire_hdr, missed) == 64, "wire header layout"
 
 #define RMR_ROLE_CLIENT 1
 #define RMR_ROLE_PEER 2
+
+/* WRITE flags: rmr_io.flags on the wire. */
+#define RMR_WIRE_WRITE_PATCH 1u      /* RMR_IO_PATCH: payload 1..max io, any range length */
+#define RMR_WIRE_WRITE_FLAGS RMR_WIRE_WRITE_PATCH
 
 /* HELLO flags. */
 #define RMR_HELLO_TAKEOVER 1u        /* client: fence the current writer, take the pool */
@@ -297,6 +301,7 @@ struct rmr_msg {
 	uint32_t payload_len;
 	uint64_t missed;
 	int32_t status;
+	uint32_t flags;      /* WRITE: RMR_WIRE_WRITE_* */
 	const void *payload; /* points into the received buffer */
 };
 

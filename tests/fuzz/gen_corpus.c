@@ -174,6 +174,10 @@ static void gen_wire(void)
 	m.op = 4;
 	m.op_flags = 0;
 	wire_msg("write-trim", m, NULL);
+	m.payload_len = 100; /* a patch: a change inside a large range */
+	m.op = 7;
+	m.flags = RMR_WIRE_WRITE_PATCH;
+	wire_msg("write-patch", m, data);
 	m = base;
 	m.type = RMR_MSG_WRITE_RSP;
 	wire_msg("write-rsp", m, NULL);
@@ -261,7 +265,7 @@ static void gen_wire(void)
 	m.missed = 0;
 	wire_msg("map-mark-rsp", m, NULL);
 
-	/* Near misses: another protocol version, a reserved field set. */
+	/* Near misses: another protocol version, flags where none belong. */
 	m = base;
 	m.type = RMR_MSG_HEARTBEAT;
 	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
@@ -269,7 +273,7 @@ static void gen_wire(void)
 	put("wire", "bad-version", buf, sizeof(struct rmr_wire_hdr));
 	buf[4] = RMR_WIRE_VERSION;
 	buf[79] = 1;
-	put("wire", "bad-reserved", buf, sizeof(struct rmr_wire_hdr));
+	put("wire", "bad-flags", buf, sizeof(struct rmr_wire_hdr));
 }
 
 /* --- activity log --------------------------------------------------------------- */

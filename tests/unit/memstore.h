@@ -13,6 +13,7 @@
 #ifndef RMR_TESTS_MEMSTORE_H
 #define RMR_TESTS_MEMSTORE_H
 
+#include <endian.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -59,8 +60,36 @@ static inline void memstore_destroy(struct memstore *st)
 	pthread_mutex_destroy(&st->lock);
 }
 
+/*
+ * A patch (RMR_IO_PATCH) here is a list of records, each le32 offset in the
+ * range, le32 length, then that many bytes to put there.
+ */
+static int memstore_patch(struct memstore *st, const struct rmr_store_io *io)
+{
+	const uint8_t *p = io->data, *end = p + io->data_len;
+
+	while (p < end) {
+		uint32_t off, len;
+
+		if (end - p < 8)
+			return -EINVAL;
+		memcpy(&off, p, 4);
+		memcpy(&len, p + 4, 4);
+		off = le32toh(off);
+		len = le32toh(len);
+		p += 8;
+		if (len > (size_t)(end - p) || off > io->len || len > io->len - off)
+			return -EINVAL;
+		memcpy(st->data + io->addr + off, p, len);
+		p += len;
+	}
+	return 0;
+}
+
 static void memstore_apply(struct memstore *st, struct rmr_store_io *io)
 {
+	int ret = 0;
+
 	if (io->kind == RMR_IO_READ && io->op == MEMSTORE_OP_REVERSE) {
 		const uint8_t *arg = io->arg;
 		uint8_t *out = io->data;
@@ -77,12 +106,14 @@ static void memstore_apply(struct memstore *st, struct rmr_store_io *io)
 	pthread_mutex_lock(&st->lock);
 	if (io->kind == RMR_IO_READ)
 		memcpy(io->data, st->data + io->addr, io->len);
+	else if (io->flags & RMR_IO_PATCH)
+		ret = memstore_patch(st, io);
 	else if (io->data_len)
 		memcpy(st->data + io->addr, io->data, io->len);
 	else if (io->len)
 		memset(st->data + io->addr, 0, io->len);
 	pthread_mutex_unlock(&st->lock);
-	rmr_store_io_done(io, 0);
+	rmr_store_io_done(io, ret);
 }
 
 static void memstore_io(void *arg, struct rmr_store_io *io)

@@ -693,6 +693,117 @@ START_TEST(whole_chunk_writes_clear_without_copy)
 }
 END_TEST
 
+/* Append a memstore patch record: @len bytes of fill(@seed) at @off of the range. */
+static uint32_t patch_rec(uint8_t *p, uint32_t off, uint32_t len, unsigned seed)
+{
+	uint32_t le_off = htole32(off), le_len = htole32(len);
+
+	memcpy(p, &le_off, 4);
+	memcpy(p + 4, &le_len, 4);
+	fill(p + 8, len, seed);
+	return 8 + len;
+}
+
+static int do_patch(struct rmr_client *c, uint64_t addr, uint32_t len, void *patch,
+		    uint32_t plen)
+{
+	struct waiter w = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+	struct iovec iov = { .iov_base = patch, .iov_len = plen };
+	struct rmr_io io = {
+		.kind = RMR_IO_WRITE, .op = 1, .addr = addr, .len = len, .iov = &iov,
+		.iovcnt = 1, .cb = waiter_cb, .priv = &w, .flags = RMR_IO_PATCH,
+	};
+	int ret = rmr_client_submit(c, &io, RMR_SUBMIT_WAIT);
+
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&w.lock);
+	while (!w.done)
+		pthread_cond_wait(&w.cond, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	return w.status;
+}
+
+/*
+ * A patch changes chunks in part, however long its range: a member that
+ * misses one has its whole range marked, and one that missed chunks of the
+ * range copies every one of them before it applies the patch (a plain write
+ * of the same range would have overwritten them whole, without a copy).
+ */
+START_TEST(patch_writes_copy_the_chunks_they_change_in_part)
+{
+	struct rmr_client *c = open_client(1);
+	uint8_t *buf = malloc(CHUNK + 1), *back = malloc(CHUNK), patch[256];
+	struct iovec iov = { .iov_base = patch, .iov_len = 16 };
+	struct rmr_io bad = {
+		.kind = RMR_IO_READ, .op = 1, .addr = 0, .len = 16, .iov = &iov, .iovcnt = 1,
+		.cb = waiter_cb, .flags = RMR_IO_PATCH,
+	};
+	struct rmr_server_pool_status ps;
+	uint32_t n;
+
+	/* Refused: a read-like patch, a patch without data, an unknown flag. */
+	ck_assert_int_eq(rmr_client_submit(c, &bad, 0), -EINVAL);
+	bad.kind = RMR_IO_WRITE;
+	bad.iov = NULL;
+	bad.iovcnt = 0;
+	ck_assert_int_eq(rmr_client_submit(c, &bad, 0), -EINVAL);
+	bad.iov = &iov;
+	bad.iovcnt = 1;
+	bad.flags = 1u << 7;
+	ck_assert_int_eq(rmr_client_submit(c, &bad, 0), -EINVAL);
+	/* Data longer than max io (CHUNK here) is refused; a range longer than it is not. */
+	ck_assert_int_eq(do_patch(c, 0, 2 * CHUNK, buf, CHUNK + 1), -EINVAL);
+
+	member_stop(1);
+	wait_state(c, 1, RMR_MEMBER_FAILED);
+	for (unsigned k = 0; k < 10; k++) {
+		fill(buf, CHUNK, 40 + k);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, (uint64_t)k * CHUNK, buf, CHUNK), 0);
+	}
+	/* Member 2 misses a patch of chunks 10..13 that changes two of them: all four marked. */
+	n = patch_rec(patch, 100, 16, 7);
+	n += patch_rec(patch + n, 3 * CHUNK + 5, 8, 8);
+	ck_assert_int_eq(do_patch(c, 10 * CHUNK, 4 * CHUNK, patch, n), 0);
+	pool_status(0, &ps);
+	ck_assert_uint_eq(ps.dirty_chunks[2], 14);
+	rmr_client_close(c);
+
+	/* Background resync stalled by a rate limit of 1 byte/s: only I/O copies. */
+	member_start_rate(1, 1);
+	c = open_client(1);
+	wait_state(c, 1, RMR_MEMBER_NORMAL);
+	n = patch_rec(patch, 10, 32, 9);
+	n += patch_rec(patch + n, 4 * CHUNK - 32, 32, 10);
+	ck_assert_int_eq(do_patch(c, 0, 4 * CHUNK, patch, n), 0);
+	pool_status(1, &ps);
+	ck_assert_uint_eq(ps.resync_bytes, 4 * CHUNK);
+	ck_assert_uint_eq(ps.dirty_chunks[2], 10);
+	/* What a store refuses, every member refuses alike: nobody fails. */
+	memset(patch, 0xff, 8);
+	ck_assert_int_eq(do_patch(c, 0, 4 * CHUNK, patch, 12), -EINVAL);
+	ck_assert_int_eq(member_state(c, 1), RMR_MEMBER_NORMAL);
+
+	ck_assert_int_eq(rmr_server_resync_rate(members[1].pool, 0), 0);
+	wait_clean();
+	assert_stores_identical();
+	/* Chunk 0: its old bytes with the patch's 32 at 10; chunk 3: the patch's last 32. */
+	fill(buf, CHUNK, 40);
+	fill(buf + 10, 32, 9);
+	ck_assert_int_eq(do_io(c, RMR_IO_READ, 0, back, CHUNK), 0);
+	ck_assert_mem_eq(buf, back, CHUNK);
+	fill(buf, CHUNK, 43);
+	fill(buf + CHUNK - 32, 32, 10);
+	ck_assert_int_eq(do_io(c, RMR_IO_READ, 3 * CHUNK, back, CHUNK), 0);
+	ck_assert_mem_eq(buf, back, CHUNK);
+	fill(buf, 8, 8);
+	ck_assert_mem_eq(members[1].store.data + 13 * CHUNK + 5, buf, 8);
+	rmr_client_close(c);
+	free(buf);
+	free(back);
+}
+END_TEST
+
 START_TEST(maintenance_takes_member_out_and_back)
 {
 	struct rmr_client *c = open_client(1);
@@ -1347,6 +1458,7 @@ int main(void)
 	tcase_add_test(tc, member_loss_keeps_io_going_and_is_recorded);
 	tcase_add_test(tc, store_error_fails_member_not_request);
 	tcase_add_test(tc, whole_chunk_writes_clear_without_copy);
+	tcase_add_test(tc, patch_writes_copy_the_chunks_they_change_in_part);
 	tcase_add_test(tc, store_error_heals_once_cleared);
 	tcase_add_test(tc, maintenance_takes_member_out_and_back);
 	tcase_add_test(tc, second_failure_during_resync);

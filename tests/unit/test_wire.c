@@ -52,6 +52,52 @@ START_TEST(header_round_trip)
 }
 END_TEST
 
+/* A patch write: a change of any length inside a range of any length, never empty. */
+START_TEST(patch_write_carries_a_change_of_its_own_length)
+{
+	struct rmr_msg m = sample(RMR_MSG_WRITE, 100), d;
+	char why[128];
+
+	m.len = 64u << 20; /* many chunks, far beyond any payload */
+	m.flags = RMR_WIRE_WRITE_PATCH;
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+	ck_assert_int_eq(decode(sizeof(struct rmr_wire_hdr) + 100, &d), 0);
+	ck_assert_uint_eq(d.flags, RMR_WIRE_WRITE_PATCH);
+	ck_assert_uint_eq(d.len, 64u << 20);
+	ck_assert_uint_eq(d.payload_len, 100);
+
+	/* Without the flag, the same message is a write whose payload lies. */
+	m.flags = 0;
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+	ck_assert_int_eq(decode(sizeof(struct rmr_wire_hdr) + 100, &d), -EBADMSG);
+
+	m.flags = RMR_WIRE_WRITE_PATCH;
+	m.payload_len = 0;
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+	ck_assert_int_eq(rmr_wire_decode(buf, sizeof(struct rmr_wire_hdr), &d, why, sizeof(why)),
+			 -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(why, "patch of 0 bytes"));
+
+	m.payload_len = 100;
+	m.len = 0;
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+	ck_assert_int_eq(decode(sizeof(struct rmr_wire_hdr) + 100, &d), -EBADMSG);
+
+	m.len = 4096;
+	m.flags = 2;
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+	ck_assert_int_eq(rmr_wire_decode(buf, sizeof(struct rmr_wire_hdr) + 100, &d, why,
+					 sizeof(why)), -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(why, "unknown flags 0x2"));
+
+	/* The answer carries none. */
+	m = sample(RMR_MSG_WRITE_RSP, 0);
+	m.flags = RMR_WIRE_WRITE_PATCH;
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+	ck_assert_int_eq(decode(sizeof(struct rmr_wire_hdr), &d), -EBADMSG);
+}
+END_TEST
+
 START_TEST(negative_status_survives)
 {
 	struct rmr_msg m = sample(RMR_MSG_WRITE_RSP, 0), d;
@@ -80,7 +126,7 @@ static int corrupt_and_decode(void (*corrupt)(struct rmr_wire_hdr *h, size_t *le
 static void bad_magic(struct rmr_wire_hdr *h, size_t *l) { (void)l; h->magic = cpu_to_le32(1); }
 static void bad_type(struct rmr_wire_hdr *h, size_t *l) { (void)l; h->type = cpu_to_le16(77); }
 static void zero_type(struct rmr_wire_hdr *h, size_t *l) { (void)l; h->type = cpu_to_le16(0); }
-static void reserved(struct rmr_wire_hdr *h, size_t *l) { (void)l; h->reserved = cpu_to_le32(1); }
+static void flags_on_read(struct rmr_wire_hdr *h, size_t *l) { (void)l; h->flags = cpu_to_le32(1); }
 static void sender(struct rmr_wire_hdr *h, size_t *l) { (void)l; h->sender_id = cpu_to_le16(64); }
 static void short_msg(struct rmr_wire_hdr *h, size_t *l) { (void)h; *l = 79; }
 static void extra_bytes(struct rmr_wire_hdr *h, size_t *l) { (void)h; *l += 8; }
@@ -96,7 +142,7 @@ START_TEST(malformed_headers_are_refused)
 	ck_assert_int_eq(corrupt_and_decode(bad_magic), -EBADMSG);
 	ck_assert_int_eq(corrupt_and_decode(bad_type), -EBADMSG);
 	ck_assert_int_eq(corrupt_and_decode(zero_type), -EBADMSG);
-	ck_assert_int_eq(corrupt_and_decode(reserved), -EBADMSG);
+	ck_assert_int_eq(corrupt_and_decode(flags_on_read), -EBADMSG);
 	ck_assert_int_eq(corrupt_and_decode(sender), -EBADMSG);
 	ck_assert_int_eq(corrupt_and_decode(short_msg), -EBADMSG);
 	ck_assert_int_eq(corrupt_and_decode(extra_bytes), -EBADMSG);
@@ -383,9 +429,9 @@ static void refused(struct rmr_msg m, const char *what)
 	refused_poked(m, NULL, what);
 }
 
-static void poke_reserved(struct rmr_wire_hdr *h)
+static void poke_flags(struct rmr_wire_hdr *h)
 {
-	h->reserved = cpu_to_le32(1u << 31);
+	h->flags = cpu_to_le32(1u << 31);
 }
 
 static void poke_payload_len(struct rmr_wire_hdr *h)
@@ -813,7 +859,7 @@ START_TEST(recovery_messages_refuse_bad_headers)
 		m = recovery_msg(c);
 		m.sender_id = RMR_MAX_MEMBER_ID + 1;
 		refused(m, "sender id 64");
-		refused_poked(recovery_msg(c), poke_reserved, "a reserved field");
+		refused_poked(recovery_msg(c), poke_flags, "flags");
 		refused_poked(recovery_msg(c), poke_payload_len, "payload_len beyond the message");
 		m = recovery_msg(c);
 		m.addr = UINT64_MAX - m.len / 2;
@@ -1105,6 +1151,7 @@ int main(void)
 
 	tcase_add_test(tc, header_round_trip);
 	tcase_add_test(tc, negative_status_survives);
+	tcase_add_test(tc, patch_write_carries_a_change_of_its_own_length);
 	tcase_add_test(tc, malformed_headers_are_refused);
 	tcase_add_test(tc, other_version_is_not_supported);
 	tcase_add_test(tc, heartbeat_carries_the_peers_up);
