@@ -94,6 +94,7 @@ struct op {
 	int status;                  /* the request's completion status */
 	const uint8_t *ans;          /* a read's answer, when it came in a batch's (else NULL) */
 	bool alone;                  /* must go in a request of its own (a batch could not take it) */
+	bool bucket_only;            /* a write that goes with writes of its own bucket only */
 	struct op *batch_next;       /* in a batch being gathered or in flight */
 	bool submitted;              /* holds a librmr slot */
 	uint64_t tried_mask;         /* DBSIZE: members asked so far (bit n = id n) */

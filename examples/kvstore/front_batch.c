@@ -8,12 +8,15 @@
  *    together, as one KV_OP_MGET (a lone one as a plain GET). A member that
  *    still copies buckets it missed answers none of them; they then go one
  *    by one, each with its own bucket in the range, so that librmr syncs it.
- *  - writes: one request at a time per bucket. Writes whose turn comes while
- *    their bucket has one in flight wait for it and then go together, as one
- *    KV_OP_BATCH (group commit). librmr would hold them back anyway: writes
- *    to a bucket overlap. A batch is all or nothing on a member; one the
- *    bucket cannot hold (-ERANGE) is tried again write by write, so that
- *    each command gets its own answer.
+ *  - writes: one request at a time per region (an eighth of the buckets).
+ *    Writes whose turn comes while their region has one in flight wait for
+ *    it and then go together, as one KV_OP_BATCH (group commit): the
+ *    writes of one bucket inside it, those of several as an RMR_IO_PATCH
+ *    over the region's whole buckets (librmr then syncs every bucket of it
+ *    a member missed first, and marks them all for a member that misses
+ *    it). A batch is all or nothing on a member; one a bucket might not
+ *    hold (-ERANGE) is tried again with each bucket's writes on their own,
+ *    and then write by write, so that each command gets its own answer.
  *
  * Neither changes what a client sees: a batch only joins requests that the
  * bucket order (front_order.h) already let run.
@@ -30,18 +33,42 @@
 /* Keys in one KV_OP_MGET: their answer headers must fit with room to spare. */
 #define READ_BATCH_MAX_KEYS 256u
 
+/*
+ * Writes go out per region, a run of WRITE_REGIONS-th of the buckets: one
+ * request at a time each, so that a region's writes that wait meanwhile go
+ * together. Several buckets' writes go as one patch over the whole region
+ * (a range librmr's activity log keeps, however the buckets vary).
+ */
+#define WRITE_REGIONS 8u
+
 /* One bucket's writes. */
 struct wq {
 	struct op *head, *tail;      /* waiting, in order */
-	bool inflight;               /* a request of this bucket is out */
+	bool queued;                 /* on its region's list */
+	struct wq *next;             /* in that list */
+};
+
+/* A region's buckets with writes, and its request. */
+struct wregion {
+	struct wq *head, *tail;      /* buckets with writes waiting, in the order they got them */
+	bool inflight;               /* a request of this region is out */
 	bool ready;                  /* on the ready list */
-	struct wq *next_ready;
+	struct wregion *next_ready;
+};
+
+/* A bucket's writes taken into a batch. */
+struct pick {
+	uint64_t bucket;
+	struct op *first, *last;
 };
 
 struct front_batches {
 	struct op *rhead, *rtail;    /* reads gathered this turn */
 	struct wq *wq;               /* per bucket */
-	struct wq *ready, *ready_tail; /* buckets with writes to send, none in flight, in order */
+	struct wregion *regions;
+	uint64_t region_buckets;     /* buckets per region */
+	struct wregion *ready, *ready_tail; /* regions with writes to send, none in flight, in order */
+	struct pick *picks;          /* region_buckets of them, for the batch being cut */
 };
 
 /* A request carrying one or more ops. */
@@ -49,23 +76,35 @@ struct batch {
 	struct op carrier;           /* goes through front_pool like an op */
 	struct op *ops;              /* linked by batch_next */
 	unsigned n;
-	uint64_t bucket;
+	unsigned buckets;            /* writes: buckets they are of */
+	bool patch;                  /* writes: a patch over their region */
+	uint64_t bucket;             /* the first op's */
 	uint8_t *buf;                /* read: argument and answer; write: payload */
 };
 
 int front_batch_init(struct front *f)
 {
-	f->batches = calloc(1, sizeof(*f->batches));
-	if (!f->batches)
+	struct front_batches *fb = calloc(1, sizeof(*fb));
+	uint64_t nregions;
+
+	if (!fb)
 		return -ENOMEM;
-	f->batches->wq = calloc(f->nbuckets, sizeof(*f->batches->wq));
-	return f->batches->wq ? 0 : -ENOMEM;
+	f->batches = fb;
+	fb->region_buckets = (f->nbuckets + WRITE_REGIONS - 1) / WRITE_REGIONS;
+	nregions = (f->nbuckets + fb->region_buckets - 1) / fb->region_buckets;
+	fb->wq = calloc(f->nbuckets, sizeof(*fb->wq));
+	fb->regions = calloc(nregions, sizeof(*fb->regions));
+	fb->picks = calloc(fb->region_buckets, sizeof(*fb->picks));
+	return fb->wq && fb->regions && fb->picks ? 0 : -ENOMEM;
 }
 
 void front_batch_destroy(struct front *f)
 {
-	if (f->batches)
+	if (f->batches) {
 		free(f->batches->wq);
+		free(f->batches->regions);
+		free(f->batches->picks);
+	}
 	free(f->batches);
 	f->batches = NULL;
 }
@@ -246,17 +285,58 @@ static uint32_t write_len(const struct op *op)
 	return op->hdr_len + op->klen + op->vlen;
 }
 
-static void mark_ready(struct front_batches *fb, struct wq *q)
+static struct wregion *region_of(struct front_batches *fb, uint64_t bucket)
 {
-	if (q->ready || q->inflight || !q->head)
+	return &fb->regions[bucket / fb->region_buckets];
+}
+
+static void mark_ready(struct front_batches *fb, struct wregion *r)
+{
+	if (r->ready || r->inflight || !r->head)
 		return;
-	q->ready = true;
-	q->next_ready = NULL;
+	r->ready = true;
+	r->next_ready = NULL;
 	if (fb->ready_tail)
-		fb->ready_tail->next_ready = q;
+		fb->ready_tail->next_ready = r;
 	else
-		fb->ready = q;
-	fb->ready_tail = q;
+		fb->ready = r;
+	fb->ready_tail = r;
+}
+
+/* Bucket queue @q has writes again: its region sends them in turn. */
+static void queue_bucket(struct front_batches *fb, struct wq *q)
+{
+	struct wregion *r = region_of(fb, (uint64_t)(q - fb->wq));
+
+	if (!q->queued) {
+		q->queued = true;
+		q->next = NULL;
+		if (r->tail)
+			r->tail->next = q;
+		else
+			r->head = q;
+		r->tail = q;
+	}
+	mark_ready(fb, r);
+}
+
+/* Take the buckets whose queues are empty off region @r's list. */
+static void unqueue_empty(struct wregion *r)
+{
+	struct wq **pp = &r->head;
+
+	r->tail = NULL;
+	while (*pp) {
+		struct wq *q = *pp;
+
+		if (!q->head) {
+			q->queued = false;
+			*pp = q->next;
+		} else {
+			r->tail = q;
+			pp = &q->next;
+		}
+	}
 }
 
 void batch_write(struct op *op)
@@ -270,30 +350,50 @@ void batch_write(struct op *op)
 	else
 		q->head = op;
 	q->tail = op;
-	mark_ready(fb, q);
+	queue_bucket(fb, q);
+}
+
+/* Put @ops (a list in order) back at the head of their buckets' queues. */
+static void requeue(struct front_batches *fb, struct op *ops)
+{
+	while (ops) {
+		struct wq *q = &fb->wq[ops->order.bucket];
+		struct op *first = ops, *last = ops;
+
+		while (last->batch_next && last->batch_next->order.bucket == first->order.bucket)
+			last = last->batch_next;
+		ops = last->batch_next;
+		last->batch_next = q->head;
+		q->head = first;
+		if (!q->tail)
+			q->tail = last;
+		queue_bucket(fb, q);
+	}
 }
 
 static void step_write_batch(struct op *carrier)
 {
 	struct batch *b = batch_of(carrier);
 	struct front_batches *fb = carrier->f->batches;
-	struct wq *q = &fb->wq[b->bucket];
+	struct wregion *r = region_of(fb, b->bucket);
 	int status = carrier->status;
 	struct op *op, *next;
 
-	q->inflight = false;
+	r->inflight = false;
 	if (status == -ERANGE && b->n > 1) {
-		/* Too much for the bucket together: again one by one, each with its own answer. */
-		struct op *ops = batch_take_ops(b), *last = ops;
+		/*
+		 * Too much for a bucket together: again with the writes of its own
+		 * bucket only, and if that was the batch, one by one, each with
+		 * its own answer.
+		 */
+		struct op *ops = batch_take_ops(b);
 
 		for (op = ops; op; op = op->batch_next) {
-			op->alone = true;
-			last = op;
+			if (b->buckets == 1)
+				op->alone = true;
+			op->bucket_only = true;
 		}
-		last->batch_next = q->head;
-		q->head = ops;
-		if (!q->tail)
-			q->tail = last;
+		requeue(fb, ops);
 	} else {
 		for (op = batch_take_ops(b); op; op = next) {
 			next = op->batch_next;
@@ -301,44 +401,58 @@ static void step_write_batch(struct op *carrier)
 			op->step(op);
 		}
 	}
-	mark_ready(fb, q);
+	mark_ready(fb, r);
 	batch_free(b);
 }
 
-/* Send the first writes waiting for bucket queue @q, as many as one request takes. */
-static void send_writes(struct front *f, struct wq *q, uint64_t bucket)
+/* Encode the records of @list (linked by batch_next) into @p. */
+static void encode_records(uint8_t *p, const struct op *list)
 {
-	/* Shorter than a bucket (never a whole-bucket write), and one request. */
-	uint32_t max = f->bucket_size - 1 < f->max_io ? f->bucket_size - 1 : f->max_io;
-	struct op *list = q->head, *last = list, *op;
-	uint32_t total = KV_BATCH_REC_HDR + write_len(list);
-	unsigned n = 1;
-	struct batch *b;
-	uint8_t *p;
-
-	while (!list->alone && last->batch_next && !last->batch_next->alone &&
-	       total + KV_BATCH_REC_HDR + write_len(last->batch_next) <= max) {
-		last = last->batch_next;
-		total += KV_BATCH_REC_HDR + write_len(last);
-		n++;
+	for (const struct op *op = list; op; op = op->batch_next) {
+		kv_wire_batch_rec_hdr(p, op->wop, write_len(op));
+		memcpy(p + KV_BATCH_REC_HDR, op->hdr, op->hdr_len);
+		p += KV_BATCH_REC_HDR + op->hdr_len;
+		if (op->klen)
+			memcpy(p, op->key, op->klen);
+		p += op->klen;
+		if (op->vlen)
+			memcpy(p, op->value, op->vlen);
+		p += op->vlen;
 	}
-	q->head = last->batch_next;
-	if (!q->head)
-		q->tail = NULL;
-	last->batch_next = NULL;
+}
 
-	b = batch_new(f, bucket, step_write_batch, n > 1 ? total : 0);
-	if (!b) {
-		for (op = list; op; op = list) {
-			list = op->batch_next;
-			front_pool_fail(op, -ENOMEM);
-		}
-		return;
-	}
-	b->ops = list;
-	b->n = n;
-	q->inflight = true;
-	if (n == 1) {
+/* Send @b, its ops gathered, as one request. */
+static void send_batch(struct front *f, struct batch *b, uint32_t total)
+{
+	struct op *list = b->ops;
+
+	b->carrier.iov[0] = (struct iovec){ b->buf, total };
+	if (b->patch) {
+		/* The region's whole buckets, as a patch: librmr syncs each one a member missed. */
+		struct front_batches *fb = f->batches;
+		uint64_t first = b->bucket / fb->region_buckets * fb->region_buckets;
+		uint64_t n = f->nbuckets - first < fb->region_buckets ? f->nbuckets - first
+									: fb->region_buckets;
+
+		b->carrier.io = (struct rmr_io){
+			.kind = RMR_IO_WRITE,
+			.op = KV_OP_BATCH,
+			.addr = first * f->bucket_size,
+			.len = (uint32_t)(n * f->bucket_size),
+			.iov = b->carrier.iov,
+			.iovcnt = 1,
+			.flags = RMR_IO_PATCH,
+		};
+	} else if (b->n > 1) {
+		b->carrier.io = (struct rmr_io){
+			.kind = RMR_IO_WRITE,
+			.op = KV_OP_BATCH,
+			.addr = b->bucket * f->bucket_size,
+			.len = total,
+			.iov = b->carrier.iov,
+			.iovcnt = 1,
+		};
+	} else {
 		/* A lone write goes as itself, straight from its parts. */
 		unsigned k = 0;
 
@@ -350,40 +464,123 @@ static void send_writes(struct front *f, struct wq *q, uint64_t bucket)
 		b->carrier.io = (struct rmr_io){
 			.kind = RMR_IO_WRITE,
 			.op = list->wop,
-			.addr = bucket * f->bucket_size,
+			.addr = b->bucket * f->bucket_size,
 			.len = write_len(list),
 			.iov = b->carrier.iov,
 			.iovcnt = k,
-		};
-	} else {
-		p = b->buf;
-		for (op = list; op; op = op->batch_next) {
-			kv_wire_batch_rec_hdr(p, op->wop, write_len(op));
-			memcpy(p + KV_BATCH_REC_HDR, op->hdr, op->hdr_len);
-			p += KV_BATCH_REC_HDR + op->hdr_len;
-			if (op->klen)
-				memcpy(p, op->key, op->klen);
-			p += op->klen;
-			if (op->vlen)
-				memcpy(p, op->value, op->vlen);
-			p += op->vlen;
-		}
-		b->carrier.iov[0] = (struct iovec){ b->buf, total };
-		b->carrier.io = (struct rmr_io){
-			.kind = RMR_IO_WRITE,
-			.op = KV_OP_BATCH,
-			.addr = bucket * f->bucket_size,
-			.len = total,
-			.iov = b->carrier.iov,
-			.iovcnt = 1,
 		};
 	}
 	front_pool_submit(&b->carrier);
 }
 
 /*
+ * Take the writes of bucket queue @q that may join a batch with @total
+ * bytes so far, up to @max: its first ones, in order, up to the first that
+ * must go alone (or, with @others, with its bucket only). Without @others
+ * the first one is always taken. @return how many; they are linked from
+ * *@first to *@last and gone from @q.
+ */
+static unsigned take(struct wq *q, bool others, uint32_t max, uint32_t *total, struct op **first,
+		     struct op **last)
+{
+	struct op *op = q->head, *end = NULL;
+	unsigned n = 0;
+
+	while (op && !op->alone && !(others && op->bucket_only) &&
+	       (*total + KV_BATCH_REC_HDR + write_len(op) <= max || (!others && !n))) {
+		*total += KV_BATCH_REC_HDR + write_len(op);
+		end = op;
+		op = op->batch_next;
+		n++;
+	}
+	if (!n)
+		return 0;
+	*first = q->head;
+	*last = end;
+	q->head = end->batch_next;
+	if (!q->head)
+		q->tail = NULL;
+	end->batch_next = NULL;
+	return n;
+}
+
+static int pick_order(const void *a, const void *b)
+{
+	const struct pick *x = a, *y = b;
+
+	return x->bucket < y->bucket ? -1 : x->bucket > y->bucket;
+}
+
+/*
+ * Send region @r's next request: the writes waiting for its buckets, as
+ * many as one request takes. Several buckets go as one patch over the
+ * region (records grouped by bucket, in bucket order); one bucket's go as
+ * a batch inside it, as a lone write if one.
+ */
+static void send_region(struct front *f, struct wregion *r)
+{
+	struct front_batches *fb = f->batches;
+	/* One bucket's batch stays shorter than a bucket: never a whole-bucket write. */
+	uint32_t one_max = f->bucket_size - 1 < f->max_io ? f->bucket_size - 1 : f->max_io;
+	struct wq *q0 = r->head;
+	struct op *h = q0->head, *list = NULL, **tail = &list;
+	/* The first bucket in line decides: it goes first, with others if its first write may. */
+	bool patch = q0->next && !h->alone && !h->bucket_only &&
+		     KV_BATCH_REC_HDR + write_len(h) <= f->max_io;
+	uint32_t total = 0;
+	unsigned n = 0, npicks = 0;
+	struct batch *b;
+
+	if (h->alone) {
+		/* It goes as itself. */
+		q0->head = h->batch_next;
+		if (!q0->head)
+			q0->tail = NULL;
+		h->batch_next = NULL;
+		fb->picks[0] = (struct pick){ .bucket = h->order.bucket, .first = h, .last = h };
+		npicks = n = 1;
+	} else {
+		for (struct wq *q = q0; q; q = patch ? q->next : NULL) {
+			struct pick *pk = &fb->picks[npicks];
+			unsigned got = take(q, patch, patch ? f->max_io : one_max, &total, &pk->first,
+					    &pk->last);
+
+			if (got) {
+				pk->bucket = (uint64_t)(q - fb->wq);
+				npicks++;
+				n += got;
+			}
+		}
+	}
+	qsort(fb->picks, npicks, sizeof(*fb->picks), pick_order);
+	for (unsigned i = 0; i < npicks; i++) {
+		*tail = fb->picks[i].first;
+		tail = &fb->picks[i].last->batch_next;
+	}
+	unqueue_empty(r);
+
+	b = batch_new(f, fb->picks[0].bucket, step_write_batch, n > 1 ? total : 0);
+	if (!b) {
+		for (struct op *op = list; op; op = list) {
+			list = op->batch_next;
+			front_pool_fail(op, -ENOMEM);
+		}
+		mark_ready(fb, r);
+		return;
+	}
+	b->ops = list;
+	b->n = n;
+	b->buckets = npicks;
+	b->patch = patch;
+	if (n > 1)
+		encode_records(b->buf, list);
+	r->inflight = true;
+	send_batch(f, b, total);
+}
+
+/*
  * A batch is cut only when a librmr slot is free for it: until then more
- * writes of its bucket can join. Buckets take turns in the order they
+ * writes of its region can join. Regions take turns in the order they
  * became ready.
  */
 static void flush_writes(struct front *f)
@@ -391,14 +588,14 @@ static void flush_writes(struct front *f)
 	struct front_batches *fb = f->batches;
 
 	while (fb->ready && f->inflight < f->qd) {
-		struct wq *q = fb->ready;
+		struct wregion *r = fb->ready;
 
-		fb->ready = q->next_ready;
+		fb->ready = r->next_ready;
 		if (!fb->ready)
 			fb->ready_tail = NULL;
-		q->ready = false;
-		if (!q->inflight && q->head)
-			send_writes(f, q, (uint64_t)(q - fb->wq));
+		r->ready = false;
+		if (!r->inflight && r->head)
+			send_region(f, r);
 	}
 }
 

@@ -117,6 +117,11 @@ int kv_store_persist_page(struct kv_store *s, uint64_t b);
 
 /* The librmr store callbacks (kv_store_ops.c); the store pointer is the kv_store. */
 extern const struct rmr_store_ops kv_store_ops;
+/*
+ * What kv_store_ops.io does with a request, synchronously: @return the
+ * status it completes with (a read's byte count, 0, or -errno).
+ */
+int kv_store_apply(struct kv_store *s, struct rmr_store_io *io);
 
 /* librmr metadata blob and dirty-map area, in the file (kv_store_file.c). */
 int kv_store_meta_load(struct kv_store *s, void *buf, size_t cap, size_t *len);

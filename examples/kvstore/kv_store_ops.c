@@ -161,54 +161,38 @@ static void note_change(struct kv_change *r, unsigned *n, const struct kv_change
 	r[i].hi = c->hi > r[i].hi ? c->hi : r[i].hi;
 }
 
-/* A batch of one bucket: all records apply, or none (the page goes back as it was). */
-static int apply_batch(struct kv_store *s, const struct rmr_store_io *io)
+/*
+ * The records [@start, @end) of a batch payload, all of bucket @b, that
+ * grow its page by at most @grow bytes: all apply, or none (the page goes
+ * back as it was and -ERANGE says the bucket is too full for them).
+ */
+static int apply_group(struct kv_store *s, uint64_t b, const void *data, uint32_t start,
+		       uint32_t end, uint64_t grow)
 {
 	struct kv_change ranges[BATCH_RANGES] = { { 0 } }, ch;
-	struct kv_write w;
+	uint8_t *page = kv_store_page(s, b);
+	uint32_t before = kv_bucket_count(page), old_end = KV_BUCKET_HDR + kv_bucket_used(page);
+	/* A before-image only if the records might not fit: then they can be undone. */
+	bool backup = old_end + grow > s->bucket_size, hdr = false;
 	const char *why = "";
-	uint32_t off = 0, old_end, before;
-	uint64_t b, grow = 0;
 	unsigned nranges = 0;
-	bool backup, hdr = false;
-	uint8_t *page;
+	struct kv_write w;
 	int ret;
 
-	if (!bucket_at(s, io->addr, &b) || io->len >= s->bucket_size || io->data_len != io->len ||
-	    !io->len)
-		return -EINVAL;
-	/* Every record checked before any applies. */
-	while ((ret = kv_wire_batch_next(io->data, io->len, &off, &w, &why)) == 1) {
-		if (kv_bucket_of_hash(kv_hash(w.key, w.klen), s->nbuckets) != b)
-			return -EINVAL;
-		if (w.op == KV_OP_SET)
-			grow += kv_entry_size(w.klen, w.vlen);
-	}
-	if (ret < 0) {
-		kv_log(KV_LOG_DEBUG, "batch to bucket %" PRIu64 ": %s", b, why);
-		return -EINVAL;
-	}
-	if (s->damaged[b])
-		return -EIO;
-	page = kv_store_page(s, b);
-	before = kv_bucket_count(page);
-	old_end = KV_BUCKET_HDR + kv_bucket_used(page);
-	/* A before-image only if the batch might not fit: then it can be undone. */
-	backup = old_end + grow > s->bucket_size;
 	if (backup)
 		memcpy(s->scratch, page, old_end);
-	for (off = 0; kv_wire_batch_next(io->data, io->len, &off, &w, &why) == 1;) {
+	for (uint32_t off = start; kv_wire_batch_next(data, end, &off, &w, &why) == 1;) {
 		uint64_t hash = kv_hash(w.key, w.klen);
 
 		if (w.op == KV_OP_SET) {
 			if (store_set(s, b, &w, hash, &ch) < 0) {
-				uint32_t end = KV_BUCKET_HDR + kv_bucket_used(page);
+				uint32_t used_end = KV_BUCKET_HDR + kv_bucket_used(page);
 
 				if (!backup) /* cannot be: it fit even if every record grew the page */
 					return page_failed(s, b, -ENOSPC);
 				/* The bucket is full: back to the page before the batch. */
-				if (end > old_end)
-					memset(page + old_end, 0, end - old_end);
+				if (used_end > old_end)
+					memset(page + old_end, 0, used_end - old_end);
 				memcpy(page, s->scratch, old_end);
 				kv_index_drop(&s->index[b]);
 				return -ERANGE;
@@ -224,6 +208,86 @@ static int apply_batch(struct kv_store *s, const struct rmr_store_io *io)
 	ranges[0].hdr = hdr;
 	ret = kv_store_persist(s, b, ranges, nranges ? nranges : 1);
 	return ret < 0 ? page_failed(s, b, ret) : 0;
+}
+
+/*
+ * A batch: records of one bucket (a plain write inside it), or with
+ * RMR_IO_PATCH of the whole buckets of the range, grouped by bucket in
+ * ascending order. Every record is checked before any applies. All apply,
+ * or none: a batch of several buckets any of which might be too full for
+ * its records is refused whole (-ERANGE), before anything changes; the
+ * front then sends each bucket's records on their own.
+ */
+static int apply_batch(struct kv_store *s, const struct rmr_store_io *io)
+{
+	const char *why = "";
+	uint32_t off = 0;
+	uint64_t first, nb, b = UINT64_MAX, grow = 0;
+	unsigned groups = 0, risky = 0;
+	struct kv_write w;
+	int ret;
+
+	if (!bucket_at(s, io->addr, &first) || !io->len || !io->data_len)
+		return -EINVAL;
+	if (io->flags & RMR_IO_PATCH) {
+		if (io->len % s->bucket_size || io->len / s->bucket_size > s->nbuckets - first)
+			return -EINVAL;
+		nb = io->len / s->bucket_size;
+	} else {
+		if (io->len >= s->bucket_size || io->data_len != io->len)
+			return -EINVAL;
+		nb = 1;
+	}
+	for (;;) {
+		uint64_t rb = 0;
+
+		ret = kv_wire_batch_next(io->data, io->data_len, &off, &w, &why);
+		if (ret < 0) {
+			kv_log(KV_LOG_DEBUG, "batch at bucket %" PRIu64 ": %s", first, why);
+			return -EINVAL;
+		}
+		if (ret == 1) {
+			rb = kv_bucket_of_hash(kv_hash(w.key, w.klen), s->nbuckets);
+			if (rb < first || rb - first >= nb || (groups && rb < b))
+				return -EINVAL; /* outside the range, or not in bucket order */
+		}
+		if (groups && (ret == 0 || rb != b)) {
+			/* Bucket b's records end here. */
+			if (s->damaged[b])
+				return -EIO;
+			if (KV_BUCKET_HDR + kv_bucket_used(kv_store_page(s, b)) + grow > s->bucket_size)
+				risky++;
+		}
+		if (ret == 0)
+			break;
+		if (!groups || rb != b) {
+			b = rb;
+			grow = 0;
+			groups++;
+		}
+		if (w.op == KV_OP_SET)
+			grow += kv_entry_size(w.klen, w.vlen);
+	}
+	if (!groups)
+		return -EINVAL;
+	if (groups > 1 && risky)
+		return -ERANGE;
+	/* Apply group by group. */
+	for (off = 0; off < io->data_len;) {
+		uint32_t gstart = off, next;
+
+		kv_wire_batch_next(io->data, io->data_len, &off, &w, &why);
+		b = kv_bucket_of_hash(kv_hash(w.key, w.klen), s->nbuckets);
+		grow = w.op == KV_OP_SET ? kv_entry_size(w.klen, w.vlen) : 0;
+		for (next = off; kv_wire_batch_next(io->data, io->data_len, &next, &w, &why) == 1 &&
+				 kv_bucket_of_hash(kv_hash(w.key, w.klen), s->nbuckets) == b;
+		     off = next)
+			grow += w.op == KV_OP_SET ? kv_entry_size(w.klen, w.vlen) : 0;
+		ret = apply_group(s, b, io->data, gstart, off, grow);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
 }
 
 static int apply_write(struct kv_store *s, const struct rmr_store_io *io)
@@ -404,9 +468,8 @@ static int serve_digest(struct kv_store *s, const struct rmr_store_io *io)
 	return KV_DIGEST_ANSWER;
 }
 
-static void store_io(void *arg, struct rmr_store_io *io)
+int kv_store_apply(struct kv_store *s, struct rmr_store_io *io)
 {
-	struct kv_store *s = arg;
 	int ret;
 
 	if (io->kind == RMR_IO_WRITE) {
@@ -430,7 +493,12 @@ static void store_io(void *arg, struct rmr_store_io *io)
 			break;
 		}
 	}
-	rmr_store_io_done(io, ret);
+	return ret;
+}
+
+static void store_io(void *arg, struct rmr_store_io *io)
+{
+	rmr_store_io_done(io, kv_store_apply(arg, io));
 }
 
 /* A bucket copy is exactly one whole page: every member's max io is at least a bucket. */

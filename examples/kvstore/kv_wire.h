@@ -17,11 +17,16 @@
  *                      (delete the key only if it expires at or before the deadline)
  *   KV_OP_FLUSHALL     no payload; empties every bucket of the range (whole
  *                      buckets; the front sends the pool in max-io pieces)
- *   KV_OP_BATCH        records of one bucket, applied in order, all or none:
- *                      each le16 op (SET, DEL, DEL_EXPIRED), le16 0, le32 len,
- *                      then that op's payload of len bytes
- * A write payload is always shorter than a bucket, so no write ever covers
- * a whole bucket: librmr must sync a missed bucket before applying it.
+ *   KV_OP_BATCH        records, applied in order, all or none: each le16 op
+ *                      (SET, DEL, DEL_EXPIRED), le16 0, le32 len, then that
+ *                      op's payload of len bytes. Of one bucket, as a plain
+ *                      write inside it; or, as an RMR_IO_PATCH over whole
+ *                      buckets, of any buckets of the range, grouped by
+ *                      bucket in ascending order (refused whole, -ERANGE,
+ *                      if any bucket might not hold its records)
+ * A plain write payload is always shorter than a bucket and a batch over
+ * several buckets is a patch, so no write ever covers a whole bucket:
+ * librmr must sync a missed bucket before applying it.
  *
  * Read-like requests; the store answers fewer bytes than asked:
  *   KV_OP_GET          arg: the key.  answer: le32 found, le32 vlen,

@@ -149,6 +149,17 @@ for args in "-n 20000" "-n 50000 -P 16" "-n 20000 -r 10000 -P 4"; do
 	grep -q '^GET: .* requests per second' <<<"$out" || fail "no GET result for $args: $out"
 	log "redis-benchmark $args: $(grep 'requests per second' <<<"$out" | sed 's/, p50.*//' | tr '\n' ' ')"
 done
+log "random-key SETs share requests: writes to many buckets go as one"
+pool_requests() { cli info stats | tr -d '\r' | sed -n 's/^pool_requests://p'; }
+before=$(pool_requests)
+out=$(timeout 120 redis-benchmark -p "$PORT" -t set -q -n 20000 -r 100000 -P 16 2>&1) ||
+	fail "redis-benchmark of random-key SETs failed: $out"
+grep -qi error <<<"$out" && fail "redis-benchmark of random-key SETs saw errors: $out"
+requests=$(($(pool_requests) - before))
+# Here (256 buckets, 800 SETs outstanding): ~470 requests; ~1800 with one bucket's writes per request.
+((requests > 0 && requests <= 1000)) ||
+	fail "20000 random-key SETs took $requests pool requests, expected 1..1000"
+log "20000 random-key SETs in $requests pool requests"
 expect_reply OK mset marker here counter 31
 check_digests_equal 3
 before=$(digest 1)

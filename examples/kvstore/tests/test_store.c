@@ -286,6 +286,133 @@ START_TEST(digest_follows_the_data)
 }
 END_TEST
 
+/* A key of bucket @b: "<prefix><n>" for the first n that hashes there (16 kept at once). */
+static const char *key_in(uint64_t b, const char *prefix)
+{
+	static char k[16][32];
+	static unsigned next;
+	char *out = k[next++ % 16];
+
+	for (int n = 0;; n++) {
+		snprintf(out, 32, "%s%d", prefix, n);
+		if (kv_bucket_of_hash(kv_hash(out, strlen(out)), NBUCKETS) == b)
+			return out;
+	}
+}
+
+/* Append a batch record (SET of @v, or DEL if @v is NULL) to @p at *@len. */
+static void rec(uint8_t *p, uint32_t *len, const char *k, const char *v)
+{
+	uint32_t klen = (uint32_t)strlen(k), vlen = v ? (uint32_t)strlen(v) : 0;
+	uint32_t hdr = v ? KV_SET_HDR : KV_DEL_HDR;
+	uint8_t *r = p + *len;
+
+	kv_wire_batch_rec_hdr(r, v ? KV_OP_SET : KV_OP_DEL, hdr + klen + vlen);
+	if (v)
+		kv_wire_set_hdr(r + KV_BATCH_REC_HDR, klen, vlen, 0);
+	else
+		kv_wire_del_hdr(r + KV_BATCH_REC_HDR, klen);
+	memcpy(r + KV_BATCH_REC_HDR + hdr, k, klen);
+	if (v)
+		memcpy(r + KV_BATCH_REC_HDR + hdr + klen, v, vlen);
+	*len += KV_BATCH_REC_HDR + hdr + klen + vlen;
+}
+
+static int batch(struct kv_store *s, uint64_t first, uint64_t nb, bool patch, uint8_t *p,
+		 uint32_t len)
+{
+	struct rmr_store_io io = {
+		.kind = RMR_IO_WRITE, .op = KV_OP_BATCH, .addr = first * BUCKET,
+		.len = patch ? (uint32_t)(nb * BUCKET) : len, .data = p, .data_len = len,
+		.flags = patch ? RMR_IO_PATCH : 0,
+	};
+
+	return kv_store_apply(s, &io);
+}
+
+/*
+ * A batch over several buckets (RMR_IO_PATCH over their whole range): its
+ * records grouped by bucket in ascending order, each key inside the range,
+ * all applied and persisted, or none (a bucket too full refuses the whole
+ * batch before anything changes).
+ */
+START_TEST(batch_of_many_buckets_applies_whole_or_not_at_all)
+{
+	struct kv_store *s = create_open(path, 1);
+	const char *k2 = key_in(2, "a"), *k5 = key_in(5, "b"), *k5b = key_in(5, "c");
+	const char *k9 = key_in(9, "d"), *k12 = key_in(12, "e"), *big = key_in(5, "f");
+	static uint8_t p[8192];
+	char v[1024];
+	uint32_t n = 0;
+	uint64_t keys;
+
+	put(s, k9, "old");
+	keys = s->keys;
+
+	/* Refused, nothing changed: out of the range, out of order, not whole buckets, not a patch. */
+	rec(p, &n, k2, "two");
+	rec(p, &n, k12, "twelve");
+	ck_assert_int_eq(batch(s, 2, 8, true, p, n), -EINVAL);
+	n = 0;
+	rec(p, &n, k5, "five");
+	rec(p, &n, k2, "two");
+	ck_assert_int_eq(batch(s, 2, 8, true, p, n), -EINVAL);
+	n = 0;
+	rec(p, &n, k2, "two");
+	rec(p, &n, k5, "five");
+	rec(p, &n, k5b, "five-b");
+	rec(p, &n, k9, NULL);
+	{
+		struct rmr_store_io io = { .kind = RMR_IO_WRITE, .op = KV_OP_BATCH,
+					   .addr = 2 * BUCKET, .len = 3 * BUCKET + 1, .data = p,
+					   .data_len = n, .flags = RMR_IO_PATCH };
+
+		ck_assert_int_eq(kv_store_apply(s, &io), -EINVAL);
+	}
+	ck_assert_int_eq(batch(s, 2, 1, false, p, n), -EINVAL);
+	ck_assert(!has(s, k2, "two") && has(s, k9, "old"));
+	ck_assert_uint_eq(s->keys, keys);
+
+	/* Buckets 2, 5 and 9 in one request over buckets 2..9. */
+	ck_assert_int_eq(batch(s, 2, 8, true, p, n), 0);
+	ck_assert(has(s, k2, "two") && has(s, k5, "five") && has(s, k5b, "five-b"));
+	ck_assert(!has(s, k9, "old"));
+	ck_assert_uint_eq(s->keys, keys + 2);
+
+	/* Bucket 5 nearly full: a batch that might not fit there changes no bucket. */
+	memset(v, 'v', sizeof(v) - 1);
+	v[sizeof(v) - 1] = 0;
+	put(s, key_in(5, "g"), v);
+	put(s, key_in(5, "h"), v);
+	put(s, key_in(5, "i"), v);
+	keys = s->keys;
+	n = 0;
+	rec(p, &n, k2, "two-again");
+	rec(p, &n, big, v);
+	ck_assert_int_eq(batch(s, 2, 8, true, p, n), -ERANGE);
+	ck_assert(has(s, k2, "two") && !has(s, big, v));
+	ck_assert_uint_eq(s->keys, keys);
+	/* Bucket 5's record alone: tried, undone. */
+	n = 0;
+	rec(p, &n, big, v);
+	ck_assert_int_eq(batch(s, 5, 1, false, p, n), -ERANGE);
+	ck_assert(!has(s, big, v) && has(s, k5, "five"));
+	ck_assert_uint_eq(s->keys, keys);
+
+	/* What applied is in the file. */
+	kv_store_close(s);
+	{
+		char why[256];
+
+		ck_assert_msg(kv_store_open(path, true, &s, why, sizeof(why)) == 0, "%s", why);
+	}
+	ck_assert(has(s, k2, "two") && has(s, k5, "five") && has(s, k5b, "five-b"));
+	ck_assert(!has(s, k9, "old") && !has(s, big, v));
+	ck_assert_uint_eq(s->ndamaged, 0);
+	kv_store_close(s);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("store");
@@ -299,6 +426,7 @@ int main(void)
 	tcase_add_test(tc, meta_blob_survives_a_torn_save);
 	tcase_add_test(tc, map_area_bounds);
 	tcase_add_test(tc, digest_follows_the_data);
+	tcase_add_test(tc, batch_of_many_buckets_applies_whole_or_not_at_all);
 	suite_add_tcase(s, tc);
 	return test_run(s);
 }
