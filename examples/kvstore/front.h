@@ -3,13 +3,15 @@
  * front.h: internal interfaces of kvstore-front, the server clients talk
  * RESP to and the pool's one rmr client (its only writer).
  *
- * Threads: the main thread runs an epoll loop over the listening socket,
- * every client connection, a signalfd and an eventfd; it parses commands,
- * keeps the per-bucket order (front_order.h) and submits requests to librmr.
- * librmr's completion callbacks run on its own thread and only queue the
- * finished request and poke the eventfd; the main thread does the rest. So
- * everything below is touched by the main thread only, except the done
- * queue (done_lock).
+ * Threads: the front runs on librmr's event-loop thread
+ * (rmr_client_watch_fd): its epoll descriptor of the listening socket and
+ * every client connection is one watch, its eventfd another. There it
+ * parses commands, keeps the per-bucket order (front_order.h) and submits
+ * requests to librmr; a completion queues the finished request and kicks
+ * the eventfd's watch (no system call), whose turn does the rest. The main
+ * thread waits for a stop signal, takes both watches back, and then owns
+ * everything (it drains what is still in flight). So everything below is
+ * touched by one thread at a time, except the done queue (done_lock).
  *
  * Objects: a connection (struct conn) holds its commands (struct cmd) in
  * arrival order and sends their replies in that order as they finish; a

@@ -272,14 +272,27 @@ static int epoll_add(struct front *f, int fd, void *tag)
 	return epoll_ctl(f->epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
-/* Whatever is ready now, on librmr's event-loop thread; never blocks. */
+/*
+ * Requests librmr finished: a kick of the eventfd from the completion (no
+ * system call, no epoll), or the eventfd itself when one finished off the
+ * loop thread. On librmr's event-loop thread.
+ */
+static void front_done_turn(void *arg)
+{
+	struct front *f = arg;
+
+	front_pool_completions(f);
+	front_batch_flush(f);
+	conn_flush_all(f);
+}
+
+/* The sockets that are ready, on librmr's event-loop thread; never blocks. */
 static void front_turn(void *arg)
 {
 	struct front *f = arg;
 	struct epoll_event evs[128];
 	int n;
 
-	/* Completions first: this turn may be a kick that brought them. */
 	front_pool_completions(f);
 	n = epoll_wait(f->epfd, evs, 128, 0);
 	if (n < 0 && errno != EINTR)
@@ -307,6 +320,11 @@ static int run(struct front *f)
 	struct signalfd_siginfo si;
 	int ret = rmr_client_watch_fd(f->client, f->epfd, front_turn, f);
 
+	if (ret == 0) {
+		ret = rmr_client_watch_fd(f->client, f->evfd, front_done_turn, f);
+		if (ret < 0)
+			rmr_client_unwatch_fd(f->client, f->epfd);
+	}
 	if (ret < 0) {
 		kv_log(KV_LOG_ERR, "cannot serve on the pool's event loop: %s", strerror(-ret));
 		return 1;
@@ -323,6 +341,7 @@ static int run(struct front *f)
 		}
 	}
 	/* From here on the front is this thread's alone. */
+	rmr_client_unwatch_fd(f->client, f->evfd);
 	rmr_client_unwatch_fd(f->client, f->epfd);
 	return ret;
 }

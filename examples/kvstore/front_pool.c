@@ -44,9 +44,10 @@ static const struct rmr_client_ops client_ops = {
 
 static void post_done(struct front *f, struct op *op)
 {
-	/* On librmr's loop thread while the front runs there, a kick brings
-	 * the front's turn after this callback; elsewhere, the eventfd. */
-	bool kicked = rmr_client_kick_fd(f->client, f->epfd) == 0, wake;
+	/* On librmr's loop thread while the front runs there, a kick of the
+	 * eventfd's watch brings its turn after this callback; elsewhere, a
+	 * write to the eventfd. */
+	bool kicked = rmr_client_kick_fd(f->client, f->evfd) == 0, wake;
 
 	pthread_mutex_lock(&f->done_lock);
 	op->next = NULL;
