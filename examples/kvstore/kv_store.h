@@ -7,12 +7,14 @@
  *   map_offset   map_size       librmr's dirty-map area
  *   data_offset  nbuckets x bucket_size   the bucket pages (kv_bucket.h)
  *
- * The pages live in memory as well (as Redis keeps its data in memory); a
- * change goes to the file with pwrite() before it is acknowledged, so it
- * survives the member process being killed, and reaches stable storage on
- * flush (librmr calls it before it records resynced buckets clean) or
- * before every acknowledgement with --sync-writes. Metadata and dirty-map
- * writes are durable on return.
+ * The pages are the file's, mapped shared (in memory, as Redis keeps its
+ * data): a change is in the page cache as it is made, with no system call,
+ * so it survives the member process being killed, and reaches stable
+ * storage on flush (librmr calls it before it records resynced buckets
+ * clean) or before every acknowledgement with --sync-writes (msync of
+ * what changed). Metadata and dirty-map writes are durable on return. A
+ * kill while a page changes leaves it failing its checks (see below); a
+ * change that might not fit is tried on a copy first, never undone in place.
  *
  * A page that fails its checks when the store is opened (a write torn by a
  * crash) is kept *damaged*: requests for that bucket fail with -EIO and a
@@ -61,9 +63,9 @@ struct kv_store {
 	uint64_t data_offset;
 	bool sync_writes;            /* every change durable before it is acknowledged */
 
-	uint8_t *pages;              /* nbuckets * bucket_size, anonymous memory */
+	uint8_t *pages;              /* nbuckets * bucket_size: the file's data area, mapped shared */
 	uint8_t *damaged;            /* per bucket: 1 while its page is unusable */
-	uint8_t *scratch;            /* one page: the before-image while a batch applies */
+	uint8_t *scratch;            /* one page: where a batch that might not fit is tried */
 	struct kv_index *index;      /* per bucket, built at first use */
 	uint64_t ndamaged;
 	uint64_t keys;               /* entries over all good pages */
@@ -108,11 +110,11 @@ static inline uint8_t *kv_store_page(const struct kv_store *s, uint64_t b)
 }
 
 /*
- * Write what the @n changes @ch say changed in bucket @b's page to the file
- * (the entries, then the header once). @return 0 or -errno.
+ * Bucket @b's page changed where the @n changes @ch say: with --sync-writes,
+ * make that durable now (the entries, then the header). @return 0 or -errno.
  */
 int kv_store_persist(struct kv_store *s, uint64_t b, const struct kv_change *ch, unsigned n);
-/* Write bucket @b's whole page to the file. @return 0 or -errno. */
+/* The same for bucket @b's whole page. */
 int kv_store_persist_page(struct kv_store *s, uint64_t b);
 
 /* The librmr store callbacks (kv_store_ops.c); the store pointer is the kv_store. */

@@ -255,7 +255,11 @@ int kv_store_create(const char *path, const struct kv_store_params *p, bool forc
 	return 0;
 }
 
-/* Read every page into memory and check it; a bad one is kept damaged. */
+/*
+ * Check every page; a bad one is kept damaged. Read with pread, not
+ * through the mapping: a disk that fails a read fails the open with the
+ * reason instead of killing the process with SIGBUS.
+ */
 static int load_pages(struct kv_store *s, char *why, size_t whylen)
 {
 	uint8_t *scratch = malloc(s->bucket_size);
@@ -270,10 +274,6 @@ static int load_pages(struct kv_store *s, char *why, size_t whylen)
 			fail(ret, why, whylen, "reading bucket %" PRIu64 ": %s", b, strerror(-ret));
 			break;
 		}
-		/* An empty page stays untouched anonymous memory: RSS follows the data. */
-		if (kv_bucket_is_empty(scratch) && kv_bucket_check(scratch, b, &s->geom, NULL, 0) == 0)
-			continue;
-		memcpy(kv_store_page(s, b), scratch, s->bucket_size);
 		if (kv_bucket_check(scratch, b, &s->geom, NULL, 0) < 0) {
 			s->damaged[b] = 1;
 			s->ndamaged++;
@@ -324,15 +324,20 @@ int kv_store_open(const char *path, bool serve, struct kv_store **out, char *why
 	s->geom.size = s->bucket_size;
 	s->geom.nbuckets = s->nbuckets;
 	memcpy(s->geom.uuid, s->uuid.b, KV_UUID_LEN);
-	s->pages = mmap(NULL, s->pool_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			-1, 0);
+	/* The pages are the file's, shared: a change is in the page cache once made. */
+	s->pages = mmap(NULL, s->pool_size, serve ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED,
+			s->fd, (off_t)s->data_offset);
+	if (s->pages == MAP_FAILED) {
+		ret = fail(-errno, why, whylen, "cannot map the %" PRIu64 " bytes of pages: %s",
+			   s->pool_size, strerror(errno));
+		goto err;
+	}
 	s->damaged = calloc(s->nbuckets, 1);
 	s->scratch = malloc(s->bucket_size);
 	s->index = calloc(s->nbuckets, sizeof(*s->index));
 	atomic_init(&s->own_dirty, true);
-	if (s->pages == MAP_FAILED || !s->damaged || !s->scratch || !s->index) {
-		ret = fail(-ENOMEM, why, whylen, "cannot hold %" PRIu64 " bytes of pages in memory",
-			   s->pool_size);
+	if (!s->damaged || !s->scratch || !s->index) {
+		ret = fail(-ENOMEM, why, whylen, "out of memory");
 		goto err;
 	}
 	ret = load_pages(s, why, whylen);
@@ -374,35 +379,36 @@ void kv_store_close(struct kv_store *s)
 
 /* --- writing pages back ----------------------------------------------------- */
 
+/* msync the pages of [@off, @off + @len) of the data area. */
+static int sync_range(struct kv_store *s, uint64_t off, uint64_t len)
+{
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE), lo = off & ~(pg - 1);
+
+	return msync(s->pages + lo, off + len - lo, MS_SYNC) < 0 ? -errno : 0;
+}
+
 int kv_store_persist(struct kv_store *s, uint64_t b, const struct kv_change *ch, unsigned n)
 {
-	const uint8_t *page = kv_store_page(s, b);
-	uint64_t base = s->data_offset + b * s->bucket_size;
+	uint64_t base = b * s->bucket_size;
 	bool hdr = false;
 	int ret = 0;
 
-	/* Entries first, header last: a kill in between leaves a page the checks refuse. */
+	/* In the file already (a shared mapping); durable now only if asked. */
+	if (!s->sync_writes)
+		return 0;
 	for (unsigned i = 0; i < n && ret == 0; i++) {
 		if (ch[i].hi > ch[i].lo)
-			ret = kv_pwrite_full(s->fd, page + ch[i].lo, ch[i].hi - ch[i].lo,
-					     base + ch[i].lo, false);
+			ret = sync_range(s, base + ch[i].lo, ch[i].hi - ch[i].lo);
 		hdr |= ch[i].hdr;
 	}
 	if (ret == 0 && hdr)
-		ret = kv_pwrite_full(s->fd, page, KV_BUCKET_HDR, base, false);
-	if (ret == 0 && s->sync_writes && fdatasync(s->fd) < 0)
-		ret = -errno;
+		ret = sync_range(s, base, KV_BUCKET_HDR);
 	return ret;
 }
 
 int kv_store_persist_page(struct kv_store *s, uint64_t b)
 {
-	int ret = kv_pwrite_full(s->fd, kv_store_page(s, b), s->bucket_size,
-				 s->data_offset + b * s->bucket_size, false);
-
-	if (ret == 0 && s->sync_writes && fdatasync(s->fd) < 0)
-		ret = -errno;
-	return ret;
+	return s->sync_writes ? sync_range(s, b * s->bucket_size, s->bucket_size) : 0;
 }
 
 int kv_store_flush(struct kv_store *s)

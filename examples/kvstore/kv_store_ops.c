@@ -91,7 +91,7 @@ static bool store_del(struct kv_store *s, uint64_t b, const struct kv_write *w, 
 
 static int page_failed(struct kv_store *s, uint64_t b, int err)
 {
-	/* Memory and file now disagree: serve nothing from it until a peer's copy comes. */
+	/* Not on stable storage as asked (or a bug): serve nothing from it until a peer's copy comes. */
 	if (!s->damaged[b]) {
 		s->damaged[b] = 1;
 		s->ndamaged++;
@@ -162,41 +162,62 @@ static void note_change(struct kv_change *r, unsigned *n, const struct kv_change
 }
 
 /*
+ * Do the records [@start, @end) of a batch payload, all of bucket @b, fit
+ * it together? Tried on a copy: the page is the file's (a shared mapping),
+ * so records applied and then undone could leave it torn by a kill, and
+ * the batch that tore it failed everywhere: nobody would hold it missed.
+ */
+static bool group_fits(struct kv_store *s, uint64_t b, const void *data, uint32_t start,
+		       uint32_t end)
+{
+	uint8_t *page = s->scratch;
+	const char *why = "";
+	struct kv_change ch;
+	struct kv_write w;
+
+	memcpy(page, kv_store_page(s, b), s->bucket_size);
+	for (uint32_t off = start; kv_wire_batch_next(data, end, &off, &w, &why) == 1;) {
+		uint64_t hash = kv_hash(w.key, w.klen);
+
+		if (w.op == KV_OP_SET) {
+			if (kv_bucket_set(page, b, &s->geom, w.key, w.klen, hash, w.value, w.vlen,
+					  w.expire_ms, &ch) < 0)
+				return false;
+		} else {
+			kv_bucket_del(page, b, &s->geom, w.key, w.klen, hash,
+				      w.op == KV_OP_DEL_EXPIRED ? w.expire_ms : 0, &ch);
+		}
+	}
+	return true;
+}
+
+/*
  * The records [@start, @end) of a batch payload, all of bucket @b, that
- * grow its page by at most @grow bytes: all apply, or none (the page goes
- * back as it was and -ERANGE says the bucket is too full for them).
+ * grow its page by at most @grow bytes: all apply, or none (-ERANGE: the
+ * bucket is too full for them together, and nothing changed).
  */
 static int apply_group(struct kv_store *s, uint64_t b, const void *data, uint32_t start,
 		       uint32_t end, uint64_t grow)
 {
 	struct kv_change ranges[BATCH_RANGES] = { { 0 } }, ch;
 	uint8_t *page = kv_store_page(s, b);
-	uint32_t before = kv_bucket_count(page), old_end = KV_BUCKET_HDR + kv_bucket_used(page);
-	/* A before-image only if the records might not fit: then they can be undone. */
-	bool backup = old_end + grow > s->bucket_size, hdr = false;
+	uint32_t before = kv_bucket_count(page);
 	const char *why = "";
 	unsigned nranges = 0;
 	struct kv_write w;
+	bool hdr = false;
 	int ret;
 
-	if (backup)
-		memcpy(s->scratch, page, old_end);
+	/* Only records that might not fit are tried first. */
+	if (KV_BUCKET_HDR + kv_bucket_used(page) + grow > s->bucket_size &&
+	    !group_fits(s, b, data, start, end))
+		return -ERANGE;
 	for (uint32_t off = start; kv_wire_batch_next(data, end, &off, &w, &why) == 1;) {
 		uint64_t hash = kv_hash(w.key, w.klen);
 
 		if (w.op == KV_OP_SET) {
-			if (store_set(s, b, &w, hash, &ch) < 0) {
-				uint32_t used_end = KV_BUCKET_HDR + kv_bucket_used(page);
-
-				if (!backup) /* cannot be: it fit even if every record grew the page */
-					return page_failed(s, b, -ENOSPC);
-				/* The bucket is full: back to the page before the batch. */
-				if (used_end > old_end)
-					memset(page + old_end, 0, used_end - old_end);
-				memcpy(page, s->scratch, old_end);
-				kv_index_drop(&s->index[b]);
-				return -ERANGE;
-			}
+			if (store_set(s, b, &w, hash, &ch) < 0) /* cannot be: they fit */
+				return page_failed(s, b, -ENOSPC);
 		} else {
 			store_del(s, b, &w, hash, w.op == KV_OP_DEL_EXPIRED ? w.expire_ms : 0, &ch);
 		}
