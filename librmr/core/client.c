@@ -798,24 +798,35 @@ static void auth_fail(struct member *m, uint16_t id, const char *why)
  * -EACCES, no proof) rather than hang up, so that it counts this client as
  * holding another key and not as a hang-up; its refusal ends the session.
  */
+/*
+ * Answer @challenge with an AUTH: @a's proof (@status 0), or a refusal of
+ * the member's proof (@status -EACCES, no proof). @return 0 or -errno.
+ */
+static int send_auth(struct member *m, const struct rmr_msg *challenge, const struct rmr_auth *a,
+		     int status)
+{
+	struct rmr_msg am = {
+		.type = RMR_MSG_AUTH,
+		.pool_uuid = challenge->pool_uuid,
+		.map_ver = m->c->map_ver,
+		.payload_len = sizeof(struct rmr_wire_auth),
+		.status = status,
+	};
+
+	m->auth.kind = SEND_CTRL;
+	rmr_wire_encode(&m->auth.hdr, &am);
+	rmr_wire_encode_auth(&m->auth.body.auth, a);
+	return member_send_ctrl(m, &m->auth, sizeof(struct rmr_wire_auth));
+}
+
 static void auth_refuse(struct member *m, const struct rmr_msg *msg, const char *why)
 {
 	struct rmr_client *c = m->c;
-	struct rmr_msg am = {
-		.type = RMR_MSG_AUTH,
-		.pool_uuid = msg->pool_uuid,
-		.map_ver = c->map_ver,
-		.payload_len = sizeof(struct rmr_wire_auth),
-		.status = -EACCES,
-	};
 	static const struct rmr_auth none;
 
 	c->auth_refused++;
 	log_err("pool=%s addr=%s: refusing member %u: %s", c->name, m->addr, msg->sender_id, why);
-	m->auth.kind = SEND_CTRL;
-	rmr_wire_encode(&m->auth.hdr, &am);
-	rmr_wire_encode_auth(&m->auth.body.auth, &none);
-	if (member_send_ctrl(m, &m->auth, sizeof(struct rmr_wire_auth)) < 0) {
+	if (send_auth(m, msg, &none, -EACCES) < 0) {
 		member_fail(m, "authentication failed");
 		return;
 	}
@@ -828,12 +839,6 @@ static void on_challenge(struct member *m, const struct rmr_msg *msg)
 	struct rmr_client *c = m->c;
 	struct rmr_auth_ctx ctx;
 	struct rmr_auth a;
-	struct rmr_msg am = {
-		.type = RMR_MSG_AUTH,
-		.pool_uuid = msg->pool_uuid,
-		.map_ver = c->map_ver,
-		.payload_len = sizeof(struct rmr_wire_auth),
-	};
 	static const rmr_uuid zero;
 	char why[160];
 
@@ -868,10 +873,7 @@ static void on_challenge(struct member *m, const struct rmr_msg *msg)
 	}
 	memset(a.nonce, 0, sizeof(a.nonce));
 	rmr_auth_proof(c->key, RMR_AUTH_INITIATOR, &ctx, a.proof);
-	m->auth.kind = SEND_CTRL;
-	rmr_wire_encode(&m->auth.hdr, &am);
-	rmr_wire_encode_auth(&m->auth.body.auth, &a);
-	if (member_send_ctrl(m, &m->auth, sizeof(struct rmr_wire_auth)) < 0) {
+	if (send_auth(m, msg, &a, 0) < 0) {
 		member_fail(m, "cannot send auth");
 		return;
 	}
