@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,7 @@
 static const rmr_uuid pool_uuid = { { 0x70, 0x72, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14 } };
 
 static struct {
-	char dir[64], path[96];
+	char dir[96], path[128];
 	uint64_t rng;
 	/* member 1: a libbrmr store file */
 	struct brmr_store *store;
@@ -128,9 +129,23 @@ static void stop2(void)
 	w.srv2 = NULL;
 }
 
+/*
+ * The directory the worlds keep their stores in, made by main() and removed
+ * by it after every case: a case that fails exits at once (check's child),
+ * leaving its store behind.
+ */
+static char base_dir[64];
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path) < 0 ? -1 : 0;
+}
+
 static void world_begin(uint64_t seed)
 {
-	const char *shm = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
 	struct brmr_member members[2] = { { .id = 1, .addr = "torn-m1" },
 					  { .id = 2, .addr = "torn-m2" } };
 	struct brmr_format_params fp = {
@@ -147,7 +162,7 @@ static void world_begin(uint64_t seed)
 
 	memset(&w, 0, sizeof(w));
 	w.rng = seed * 0x9e3779b97f4a7c15ull + 11;
-	snprintf(w.dir, sizeof(w.dir), "%s/rmr-torn.XXXXXX", shm);
+	snprintf(w.dir, sizeof(w.dir), "%s/w.XXXXXX", base_dir);
 	ck_assert_ptr_nonnull(mkdtemp(w.dir));
 	snprintf(w.path, sizeof(w.path), "%s/m1.store", w.dir);
 	ck_assert_msg(brmr_store_format_pool(w.path, &fp, members, 2, 0, why, sizeof(why)) == 0,
@@ -455,10 +470,19 @@ int main(void)
 {
 	Suite *s = suite_create("sim_torn_meta");
 	TCase *tc = tcase_create("torn");
+	int ret;
 
+	snprintf(base_dir, sizeof(base_dir), "%s/rmr-torn.XXXXXX",
+		 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+	if (!mkdtemp(base_dir)) {
+		perror(base_dir);
+		return 1;
+	}
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, torn_survivor);
 	tcase_add_test(tc, torn_returner);
 	suite_add_tcase(s, tc);
-	return unit_run(s);
+	ret = unit_run(s);
+	nftw(base_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+	return ret;
 }
