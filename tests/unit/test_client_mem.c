@@ -224,41 +224,15 @@ static void waiter_cb(void *priv, int status)
 	pthread_mutex_unlock(&w->lock);
 }
 
-static int do_io(struct rmr_client *c, enum rmr_io_kind kind, uint64_t addr, void *buf,
-		 uint32_t len)
+/* Submit @io (its callback is set here) and wait for it: its completion status. */
+static int submit_wait(struct rmr_client *c, struct rmr_io *io)
 {
 	struct waiter w = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
-	struct rmr_io io = {
-		.kind = kind, .op = 1, .addr = addr, .len = len, .iov = &iov, .iovcnt = 1,
-		.cb = waiter_cb, .priv = &w,
-	};
-	int ret = rmr_client_submit(c, &io, RMR_SUBMIT_WAIT);
+	int ret;
 
-	if (ret < 0)
-		return ret;
-	pthread_mutex_lock(&w.lock);
-	while (!w.done)
-		pthread_cond_wait(&w.cond, &w.lock);
-	pthread_mutex_unlock(&w.lock);
-	ck_assert_int_eq(w.calls, 1);
-	/* A read answers with the bytes it returned: all of them here. */
-	return kind == RMR_IO_READ && w.status == (int)len ? 0 : w.status;
-}
-
-/* A read-like request with an argument, to one member (0: any). */
-static int do_lookup(struct rmr_client *c, uint16_t member_id, const char *arg, void *buf,
-		     uint32_t len)
-{
-	struct waiter w = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
-	struct rmr_io io = {
-		.kind = RMR_IO_READ, .op = MEMSTORE_OP_REVERSE, .addr = CHUNK, .len = len,
-		.iov = &iov, .iovcnt = 1, .cb = waiter_cb, .priv = &w,
-		.arg = arg, .arg_len = (uint32_t)strlen(arg), .member_id = member_id,
-	};
-	int ret = rmr_client_submit(c, &io, RMR_SUBMIT_WAIT);
-
+	io->cb = waiter_cb;
+	io->priv = &w;
+	ret = rmr_client_submit(c, io, RMR_SUBMIT_WAIT);
 	if (ret < 0)
 		return ret;
 	pthread_mutex_lock(&w.lock);
@@ -267,6 +241,33 @@ static int do_lookup(struct rmr_client *c, uint16_t member_id, const char *arg, 
 	pthread_mutex_unlock(&w.lock);
 	ck_assert_int_eq(w.calls, 1);
 	return w.status;
+}
+
+static int do_io(struct rmr_client *c, enum rmr_io_kind kind, uint64_t addr, void *buf,
+		 uint32_t len)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct rmr_io io = {
+		.kind = kind, .op = 1, .addr = addr, .len = len, .iov = &iov, .iovcnt = 1,
+	};
+	int status = submit_wait(c, &io);
+
+	/* A read answers with the bytes it returned: all of them here. */
+	return kind == RMR_IO_READ && status == (int)len ? 0 : status;
+}
+
+/* A read-like request with an argument, to one member (0: any). */
+static int do_lookup(struct rmr_client *c, uint16_t member_id, const char *arg, void *buf,
+		     uint32_t len)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct rmr_io io = {
+		.kind = RMR_IO_READ, .op = MEMSTORE_OP_REVERSE, .addr = CHUNK, .len = len,
+		.iov = &iov, .iovcnt = 1, .arg = arg, .arg_len = (uint32_t)strlen(arg),
+		.member_id = member_id,
+	};
+
+	return submit_wait(c, &io);
 }
 
 static void fill(uint8_t *buf, size_t len, unsigned seed)
@@ -707,21 +708,13 @@ static uint32_t patch_rec(uint8_t *p, uint32_t off, uint32_t len, unsigned seed)
 static int do_patch(struct rmr_client *c, uint64_t addr, uint32_t len, void *patch,
 		    uint32_t plen)
 {
-	struct waiter w = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 	struct iovec iov = { .iov_base = patch, .iov_len = plen };
 	struct rmr_io io = {
 		.kind = RMR_IO_WRITE, .op = 1, .addr = addr, .len = len, .iov = &iov,
-		.iovcnt = 1, .cb = waiter_cb, .priv = &w, .flags = RMR_IO_PATCH,
+		.iovcnt = 1, .flags = RMR_IO_PATCH,
 	};
-	int ret = rmr_client_submit(c, &io, RMR_SUBMIT_WAIT);
 
-	if (ret < 0)
-		return ret;
-	pthread_mutex_lock(&w.lock);
-	while (!w.done)
-		pthread_cond_wait(&w.cond, &w.lock);
-	pthread_mutex_unlock(&w.lock);
-	return w.status;
+	return submit_wait(c, &io);
 }
 
 /*
