@@ -69,7 +69,12 @@ struct front_batches {
 	uint64_t region_buckets;     /* buckets per region */
 	struct wregion *ready, *ready_tail; /* regions with writes to send, none in flight, in order */
 	struct pick *picks;          /* region_buckets of them, for the batch being cut */
+	struct batch *spare;         /* finished batches kept, with their buffers */
+	unsigned nspare;
 };
+
+/* Finished batches kept for reuse. */
+#define BATCH_KEEP 16u
 
 /* A request carrying one or more ops. */
 struct batch {
@@ -79,7 +84,8 @@ struct batch {
 	unsigned buckets;            /* writes: buckets they are of */
 	bool patch;                  /* writes: a patch over their region */
 	uint64_t bucket;             /* the first op's */
-	uint8_t *buf;                /* read: argument and answer; write: payload */
+	uint8_t *buf;                /* max io bytes, if any; read: argument and answer; write: payload */
+	struct batch *next_spare;    /* kept for reuse */
 };
 
 int front_batch_init(struct front *f)
@@ -101,6 +107,13 @@ int front_batch_init(struct front *f)
 void front_batch_destroy(struct front *f)
 {
 	if (f->batches) {
+		while (f->batches->spare) {
+			struct batch *b = f->batches->spare;
+
+			f->batches->spare = b->next_spare;
+			free(b->buf);
+			free(b);
+		}
 		free(f->batches->wq);
 		free(f->batches->regions);
 		free(f->batches->picks);
@@ -109,16 +122,35 @@ void front_batch_destroy(struct front *f)
 	f->batches = NULL;
 }
 
-static struct batch *batch_new(struct front *f, uint64_t bucket, op_step_fn step, size_t bufsize)
+/*
+ * A batch, with a buffer of max io bytes if @buf. Finished batches are kept
+ * (BATCH_KEEP of them) with their buffers: a buffer of max io bytes is
+ * above malloc's mmap threshold, so each new one cost an mmap, page faults
+ * and an munmap.
+ */
+static struct batch *batch_new(struct front *f, uint64_t bucket, op_step_fn step, bool buf)
 {
-	struct batch *b = calloc(1, sizeof(*b));
+	struct front_batches *fb = f->batches;
+	struct batch *b = fb->spare;
+	uint8_t *keep;
 
-	if (!b)
-		return NULL;
-	b->buf = bufsize ? malloc(bufsize) : NULL;
-	if (bufsize && !b->buf) {
-		free(b);
-		return NULL;
+	if (b) {
+		fb->spare = b->next_spare;
+		fb->nspare--;
+	} else {
+		b = calloc(1, sizeof(*b));
+		if (!b)
+			return NULL;
+	}
+	keep = b->buf;
+	memset(b, 0, sizeof(*b));
+	b->buf = keep;
+	if (buf && !b->buf) {
+		b->buf = malloc(f->max_io);
+		if (!b->buf) {
+			free(b);
+			return NULL;
+		}
 	}
 	b->carrier.f = f;
 	b->carrier.step = step;
@@ -128,6 +160,14 @@ static struct batch *batch_new(struct front *f, uint64_t bucket, op_step_fn step
 
 static void batch_free(struct batch *b)
 {
+	struct front_batches *fb = b->carrier.f->batches;
+
+	if (fb->nspare < BATCH_KEEP) {
+		b->next_spare = fb->spare;
+		fb->spare = b;
+		fb->nspare++;
+		return;
+	}
 	free(b->buf);
 	free(b);
 }
@@ -217,7 +257,7 @@ static void send_reads(struct front *f, struct op *list, unsigned n, uint32_t ar
 		op_read_get_alone(list);
 		return;
 	}
-	b = batch_new(f, list->order.bucket, step_read_batch, f->max_io);
+	b = batch_new(f, list->order.bucket, step_read_batch, true);
 	if (!b) {
 		for (struct op *op = list, *next; op; op = next) {
 			next = op->batch_next;
@@ -559,7 +599,7 @@ static void send_region(struct front *f, struct wregion *r)
 	}
 	unqueue_empty(r);
 
-	b = batch_new(f, fb->picks[0].bucket, step_write_batch, n > 1 ? total : 0);
+	b = batch_new(f, fb->picks[0].bucket, step_write_batch, n > 1);
 	if (!b) {
 		for (struct op *op = list; op; op = list) {
 			list = op->batch_next;
