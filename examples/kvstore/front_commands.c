@@ -581,15 +581,14 @@ static void run_decrby(struct conn *c, const struct command *def, unsigned argc,
 /* --- whole-pool commands: FLUSHALL, DBSIZE, KVDIGEST --------------------------------- */
 
 /*
- * FLUSHALL empties the pool a range of whole buckets at a time, each range
- * one write without data of at most max io bytes, one after the other.
- * (librmr's answer to a data-less write longer than that is refused by its
- * own decoder, so one write over the whole pool does not work yet.)
+ * FLUSHALL empties the pool with writes without data over whole buckets:
+ * one, unless the pool is larger than a request's range can be (4 GiB),
+ * then one after the other.
  */
 static bool flush_next(struct op *op)
 {
 	struct front *f = op->f;
-	uint64_t per = f->max_io / f->bucket_size, first = (uint64_t)op->phase * per;
+	uint64_t per = UINT32_MAX / f->bucket_size, first = (uint64_t)op->phase * per;
 
 	if (first >= f->nbuckets)
 		return false;

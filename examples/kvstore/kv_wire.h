@@ -16,7 +16,8 @@
  *   KV_OP_DEL_EXPIRED  payload: le32 klen, le32 0, le64 deadline_ms, key
  *                      (delete the key only if it expires at or before the deadline)
  *   KV_OP_FLUSHALL     no payload; empties every bucket of the range (whole
- *                      buckets; the front sends the pool in max-io pieces)
+ *                      buckets; the front sends the whole pool in one, or
+ *                      in pieces below 4 GiB)
  *   KV_OP_BATCH        records, applied in order, all or none: each le16 op
  *                      (SET, DEL, DEL_EXPIRED), le16 0, le32 len, then that
  *                      op's payload of len bytes. Of one bucket, as a plain

@@ -112,8 +112,12 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 	if (m->payload_len > RMR_WIRE_MAX_PAYLOAD)
 		return reject(why, whylen, "%s: payload of %u bytes is too large",
 			      rmr_msg_type_name(m->type), m->payload_len);
-	/* Writes without data (trim), their MAP_ADD and MAP_CLEAR may cover large ranges. */
+	/*
+	 * Writes without data (trim) or with a patch, their MAP_ADD, the answers
+	 * that echo their range, and MAP_CLEAR may cover large ranges.
+	 */
 	if (m->len > RMR_WIRE_MAX_PAYLOAD && m->type != RMR_MSG_WRITE &&
+	    m->type != RMR_MSG_WRITE_RSP && m->type != RMR_MSG_MAP_ADD_RSP &&
 	    m->type != RMR_MSG_MAP_ADD && m->type != RMR_MSG_MAP_CLEAR &&
 	    m->type != RMR_MSG_MAP_CLEAR_RSP && m->type != RMR_MSG_MAP_MARK &&
 	    m->type != RMR_MSG_MAP_MARK_RSP && m->type != RMR_MSG_CHUNK_SUM &&

@@ -90,7 +90,21 @@ START_TEST(patch_write_carries_a_change_of_its_own_length)
 					 sizeof(why)), -EBADMSG);
 	ck_assert_ptr_nonnull(strstr(why, "unknown flags 0x2"));
 
-	/* The answer carries none. */
+	/* Its answer and its MAP_ADD's echo the range, however long. */
+	m = sample(RMR_MSG_WRITE_RSP, 0);
+	m.len = 64u << 20;
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+	ck_assert_int_eq(decode(sizeof(struct rmr_wire_hdr), &d), 0);
+	ck_assert_uint_eq(d.len, 64u << 20);
+	m.type = RMR_MSG_MAP_ADD_RSP;
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+	ck_assert_int_eq(decode(sizeof(struct rmr_wire_hdr), &d), 0);
+	/* A READ_RSP's is bounded. */
+	m.type = RMR_MSG_READ_RSP;
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+	ck_assert_int_eq(decode(sizeof(struct rmr_wire_hdr), &d), -EBADMSG);
+
+	/* The answer carries no flags. */
 	m = sample(RMR_MSG_WRITE_RSP, 0);
 	m.flags = RMR_WIRE_WRITE_PATCH;
 	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
