@@ -64,6 +64,7 @@ static struct {
 	uint8_t *model;
 	uint8_t *maybe;              /* bytes of writes that failed: either value is right */
 	bool replace;                /* member_start: the store is a blank replacement */
+	bool patches;                /* write_some: half of the writes are patches */
 	unsigned inflight;
 	uint64_t acked, failed;
 } w;
@@ -234,10 +235,76 @@ static void submit_write_at(uint64_t addr, uint32_t len)
 	w.inflight++;
 }
 
+/* A patch (RMR_IO_PATCH): up to three blocks at @off[] of its range, in this order. */
+struct preq {
+	uint64_t addr;
+	unsigned n;
+	uint32_t off[3];
+	struct iovec iov;
+	uint8_t data[3 * (8 + BLK)];  /* memstore's patch records: le32 offset, le32 length, bytes */
+};
+
+static void patch_done(void *priv, int status)
+{
+	struct preq *r = priv;
+
+	w.inflight--;
+	for (unsigned k = 0; k < r->n; k++) {
+		uint64_t at = r->addr + r->off[k];
+
+		if (status == 0) {
+			memcpy(w.model + at, r->data + k * (8 + BLK) + 8, BLK);
+			memset(w.maybe + at, 0, BLK);
+		} else {
+			memset(w.maybe + at, 1, BLK);
+		}
+	}
+	if (status == 0)
+		w.acked++;
+	else
+		w.failed++;
+	free(r);
+}
+
+/* A patch over 1..4 chunks that changes 1..3 blocks of them. */
+static void submit_patch(void)
+{
+	uint64_t nchunks = w.cfg.pool_size / w.cfg.chunk, span = 1 + rnd() % 4;
+	uint64_t first = rnd() % (nchunks - span + 1);
+	struct preq *r = malloc(sizeof(*r));
+	uint32_t len = (uint32_t)(span * w.cfg.chunk);
+	struct rmr_io io = { .kind = RMR_IO_WRITE, .op = 1, .addr = first * w.cfg.chunk,
+			     .len = len, .iovcnt = 1, .cb = patch_done, .flags = RMR_IO_PATCH };
+
+	ck_assert_ptr_nonnull(r);
+	r->addr = io.addr;
+	r->n = 1 + (unsigned)(rnd() % 3);
+	for (unsigned k = 0; k < r->n; k++) {
+		uint8_t *rec = r->data + k * (8 + BLK), v = (uint8_t)rnd();
+		uint32_t off = (uint32_t)(rnd() % (len / BLK)) * BLK, le_off = htole32(off);
+		uint32_t le_len = htole32(BLK);
+
+		r->off[k] = off;
+		memcpy(rec, &le_off, 4);
+		memcpy(rec + 4, &le_len, 4);
+		for (uint32_t i = 0; i < BLK; i++)
+			rec[8 + i] = (uint8_t)(v + i * 7);
+	}
+	r->iov = (struct iovec){ .iov_base = r->data, .iov_len = r->n * (8 + BLK) };
+	io.iov = &r->iov;
+	io.priv = r;
+	ck_assert_int_eq(rmr_client_submit(w.c, &io, 0), 0);
+	w.inflight++;
+}
+
 static void submit_write(void)
 {
 	uint32_t len = (uint32_t)(1 + rnd() % 16) * BLK;
 
+	if (w.patches && rnd() % 2) {
+		submit_patch();
+		return;
+	}
 	submit_write_at(rnd() % ((w.cfg.pool_size - len) / BLK + 1) * BLK, len);
 }
 
@@ -394,6 +461,34 @@ static void case_kill_restart(void)
 	member_start(1, 0);
 	wait_state(1, RMR_MEMBER_NORMAL, 10000);
 	write_some(100);
+	check_healed(1, dirty);
+}
+
+/*
+ * Patches and plain writes, half and half, while member 2 is down and after
+ * it is back with its background resync stalled: a patch covers every chunk
+ * of its range in part, so the returning member copies each one it missed
+ * before applying it (were it taken as overwriting them whole, the bytes
+ * it does not change would stay stale and the stores differ at the end).
+ */
+static void case_patch_kill_restart(void)
+{
+	uint64_t dirty, copied;
+
+	w.patches = true;
+	write_some(200);
+	member_kill(1);
+	write_some(300);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	dirty = dirty_for(2, 0);
+	ck_assert_uint_gt(dirty, 0);
+	member_start(1, 1); /* 1 byte/s: only requests copy */
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	write_some(200);
+	copied = pool_status(1).resync_bytes;
+	ck_assert_msg(copied > 0, "seed %llu: no request made member 2 copy a chunk",
+		      (unsigned long long)w.seed);
+	ck_assert_int_eq(rmr_server_resync_rate(w.m[1].pool, 0), 0);
 	check_healed(1, dirty);
 }
 
@@ -981,6 +1076,7 @@ static void run_seeds(const char *name, void (*fn)(void), struct world_cfg cfg)
 #define SIM_CASE(fn) SIM_CASE_WITH(fn, .pool_size = POOL_SIZE, .chunk = CHUNK)
 
 SIM_CASE(case_kill_restart)
+SIM_CASE(case_patch_kill_restart)
 SIM_CASE(case_store_fault)
 SIM_CASE_WITH(case_member_back_notice, .pool_size = POOL_SIZE, .chunk = CHUNK,
 	      .reconnect_max_ms = 20000)
@@ -1038,6 +1134,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, case_kill_restart_seeds);
+	tcase_add_test(tc, case_patch_kill_restart_seeds);
 	tcase_add_test(tc, case_store_fault_seeds);
 	tcase_add_test(tc, case_member_back_notice_seeds);
 	tcase_add_test(tc, case_maintenance_seeds);
