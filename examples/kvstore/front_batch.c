@@ -4,10 +4,11 @@
  * front, on every member it goes to, and a wake-up of two event loops, far
  * more than the command it carries. So:
  *
- *  - reads: the plain GETs whose turn came during one loop turn go out
- *    together, as one KV_OP_MGET (a lone one as a plain GET). A member that
- *    still copies buckets it missed answers none of them; they then go one
- *    by one, each with its own bucket in the range, so that librmr syncs it.
+ *  - reads: at most READS_INFLIGHT read requests are out at once; the
+ *    plain GETs whose turn comes meanwhile wait and then go together, as
+ *    one KV_OP_MGET. A member that still copies buckets it missed answers
+ *    none of them; they then go one by one, each with its own bucket in
+ *    the range, so that librmr syncs it.
  *  - writes: one request at a time per region (an eighth of the buckets).
  *    Writes whose turn comes while their region has one in flight wait for
  *    it and then go together, as one KV_OP_BATCH (group commit): the
@@ -32,6 +33,8 @@
 
 /* Keys in one KV_OP_MGET: their answer headers must fit with room to spare. */
 #define READ_BATCH_MAX_KEYS 256u
+/* Read batches out at once: the GETs that arrive meanwhile wait and go together. */
+#define READS_INFLIGHT 4u
 
 /*
  * Writes go out per region, a run of WRITE_REGIONS-th of the buckets: one
@@ -63,7 +66,8 @@ struct pick {
 };
 
 struct front_batches {
-	struct op *rhead, *rtail;    /* reads gathered this turn */
+	struct op *rhead, *rtail;    /* reads gathered, not sent yet */
+	unsigned reads_inflight;     /* read batches out */
 	struct wq *wq;               /* per bucket */
 	struct wregion *regions;
 	uint64_t region_buckets;     /* buckets per region */
@@ -204,6 +208,8 @@ void batch_read(struct op *op)
 static void step_read_batch(struct op *carrier)
 {
 	struct batch *b = batch_of(carrier);
+
+	carrier->f->batches->reads_inflight--;
 	int status = carrier->status;
 	const uint8_t *p = b->buf + (b->carrier.io.arg_len), *end = p + (status > 0 ? status : 0);
 	uint32_t answered = 0, i = 0;
@@ -253,10 +259,6 @@ static void send_reads(struct front *f, struct op *list, unsigned n, uint32_t ar
 	uint32_t ans;
 	uint8_t *a;
 
-	if (n == 1) {
-		op_read_get_alone(list);
-		return;
-	}
 	b = batch_new(f, list->order.bucket, step_read_batch, true);
 	if (!b) {
 		for (struct op *op = list, *next; op; op = next) {
@@ -291,6 +293,7 @@ static void send_reads(struct front *f, struct op *list, unsigned n, uint32_t ar
 		.arg = b->buf,
 		.arg_len = arg_len,
 	};
+	f->batches->reads_inflight++;
 	front_pool_submit(&b->carrier);
 }
 
@@ -300,7 +303,7 @@ static void flush_reads(struct front *f)
 	/* Keys take at most a quarter of a request: the answers get the rest. */
 	uint32_t arg_max = f->max_io / 4;
 
-	while (fb->rhead) {
+	while (fb->rhead && fb->reads_inflight < READS_INFLIGHT) {
 		struct op *list = fb->rhead, *last = list;
 		uint32_t arg_len = 4 + 4 + list->klen;
 		unsigned n = 1;
@@ -315,7 +318,8 @@ static void flush_reads(struct front *f)
 		last->batch_next = NULL;
 		send_reads(f, list, n, arg_len);
 	}
-	fb->rtail = NULL;
+	if (!fb->rhead)
+		fb->rtail = NULL;
 }
 
 /* --- writes --------------------------------------------------------------------- */
