@@ -42,12 +42,16 @@
  * supervisors (and scripts/local-pool) give before SIGKILL. */
 #define DRAIN_TIMEOUT_MS 5000
 
-/* Transmission flags: no READ_ONLY, no ROTATIONAL, and no CAN_MULTI_CONN
- * until a FLUSH on one connection is known to cover writes completed on all
- * of them. */
+/*
+ * Transmission flags: no READ_ONLY, no ROTATIONAL. CAN_MULTI_CONN: every
+ * connection submits to the one pool, a write is replied to only once
+ * every member that got it has applied it, and a FLUSH on any connection
+ * makes each NORMAL member sync its whole store: it covers every write
+ * completed before it on any connection, as the flag promises.
+ */
 #define EXPORT_TFLAGS                                                                \
 	(NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_FUA |              \
-	 NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES)
+	 NBD_FLAG_SEND_TRIM | NBD_FLAG_SEND_WRITE_ZEROES | NBD_FLAG_CAN_MULTI_CONN)
 
 struct config {
 	const char *pool;

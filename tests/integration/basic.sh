@@ -3,7 +3,8 @@
 #
 # basic: 3 members + nbd-brmr, driven by every real NBD client we have:
 # nbdinfo (size, flags), qemu-img (convert + compare), nbdcopy (64 MiB
-# round trip), nbdsh (write/read/FUA/flush/zero/trim, errors), fio (random
+# round trip, a connection per CPU), nbdsh (write/read/FUA/flush/zero/trim,
+# errors; a write on one connection flushed and read on another), fio (random
 # writes verified with crc32c, and a negative control proving that a single
 # wrong byte fails the verification). Finally the members' data regions
 # must be byte-identical.
@@ -25,12 +26,12 @@ ex = doc["exports"][0]
 ok = True
 if ex["export-size"] != int(sys.argv[2]):
     print("export-size %s, expected %s" % (ex["export-size"], sys.argv[2])); ok = False
-for k in ("can_flush", "can_fua", "can_trim", "can_zero"):
+for k in ("can_flush", "can_fua", "can_trim", "can_zero", "can_multi_conn"):
     if ex.get(k) is not True:
         print("%s is %s, expected true" % (k, ex.get(k))); ok = False
 if ex.get("is_read_only") is not False:
     print("is_read_only is %s" % ex.get("is_read_only")); ok = False
-print("nbdinfo: size %d, protocol %s, flush/fua/trim/zero %s" % (
+print("nbdinfo: size %d, protocol %s, flush/fua/trim/zero/multi-conn %s" % (
     ex["export-size"], doc.get("protocol"), "ok" if ok else "WRONG"))
 sys.exit(0 if ok else 1)
 EOF
@@ -41,7 +42,7 @@ qemu-img convert -n -f raw -O raw "$WORK/img.raw" "$URI" || fail "qemu-img conve
 # The rest of the fresh export reads as zeros, which compare accepts.
 qemu-img compare -f raw -F raw "$WORK/img.raw" "$URI" || fail "qemu-img compare: images differ"
 
-log "nbdcopy a 64 MiB random file in and out"
+log "nbdcopy a 64 MiB random file in and out (a connection per CPU: the export allows multi-conn)"
 random_file "$WORK/rand.bin" 64
 nbdcopy_roundtrip "$WORK/rand.bin"
 
@@ -89,6 +90,25 @@ for what, fn in (('read', lambda: h.pread(4096, size - 2048)),
 h.flush()
 print('nbdsh round trips ok')
 " || fail "nbdsh round trips failed"
+
+log "two connections: a write completed on one is flushed and read on the other"
+nbdsh -c "
+import os
+a = nbd.NBD()
+a.connect_uri('$URI')
+b = nbd.NBD()
+b.connect_uri('$URI')
+assert a.can_multi_conn() and b.can_multi_conn()
+base = 400 << 20
+for i in range(16):
+    buf = os.urandom(65536)
+    a.pwrite(buf, base + i * 65536)
+    b.flush()
+    assert b.pread(len(buf), base + i * 65536) == buf, 'the other connection does not see write %d' % i
+a.shutdown()
+b.shutdown()
+print('two connections: 16 writes on one, each flushed and read back on the other')
+" || fail "nbdsh with two connections failed"
 
 FIO_JOB=(--name=basic --ioengine=nbd --uri="$URI" --rw=randwrite --bs=4k --iodepth=32
 	--offset=256M --size=64M --randrepeat=1 --verify=crc32c --verify_fatal=1 --verify_state_save=0)

@@ -265,9 +265,9 @@ def t_handshake(path):
     types = [struct.unpack(">H", d[:2])[0] for t, d in replies if t == REP_INFO]
     check(INFO_EXPORT in types and INFO_BLOCK_SIZE in types,
           "NBD_OPT_INFO infos %s lack EXPORT or BLOCK_SIZE" % types)
-    want = TF_HAS_FLAGS | TF_SEND_FLUSH | TF_SEND_FUA | TF_SEND_TRIM | TF_SEND_WRITE_ZEROES
+    want = (TF_HAS_FLAGS | TF_SEND_FLUSH | TF_SEND_FUA | TF_SEND_TRIM | TF_SEND_WRITE_ZEROES |
+            TF_CAN_MULTI_CONN)
     check(c.tflags & want == want, "transmission flags 0x%x lack 0x%x" % (c.tflags, want))
-    check(not c.tflags & TF_CAN_MULTI_CONN, "CAN_MULTI_CONN must not be advertised yet")
     check(not c.tflags & TF_READ_ONLY, "export is read-only")
     check(c.block.get("max") == MAX_PAYLOAD, "max payload %s" % c.block.get("max"))
     check(c.size >= 64 * 1024 * 1024, "export too small for the tests: %d bytes "
