@@ -615,7 +615,7 @@ static void send_region(struct front *f, struct wregion *r)
 	b->ops = list;
 	b->n = n;
 	b->buckets = npicks;
-	b->patch = patch;
+	b->patch = patch && n > 1; /* a lone write goes as itself, whatever else waited */
 	if (n > 1)
 		encode_records(b->buf, list);
 	r->inflight = true;
