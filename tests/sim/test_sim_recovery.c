@@ -448,7 +448,8 @@ static void check_healed(unsigned ret, uint64_t dirty)
 
 /* --- the cases ------------------------------------------------------------------- */
 
-static void case_kill_restart(void)
+/* Member 2 killed between writes and held failed: @return the chunks member 1 records it missed. */
+static uint64_t kill_member_2_under_writes(void)
 {
 	uint64_t dirty;
 
@@ -458,6 +459,13 @@ static void case_kill_restart(void)
 	wait_state(1, RMR_MEMBER_FAILED, 2000);
 	dirty = dirty_for(2, 0);
 	ck_assert_uint_gt(dirty, 0);
+	return dirty;
+}
+
+static void case_kill_restart(void)
+{
+	uint64_t dirty = kill_member_2_under_writes();
+
 	member_start(1, 0);
 	wait_state(1, RMR_MEMBER_NORMAL, 10000);
 	write_some(100);
@@ -476,12 +484,7 @@ static void case_patch_kill_restart(void)
 	uint64_t dirty, copied;
 
 	w.patches = true;
-	write_some(200);
-	member_kill(1);
-	write_some(300);
-	wait_state(1, RMR_MEMBER_FAILED, 2000);
-	dirty = dirty_for(2, 0);
-	ck_assert_uint_gt(dirty, 0);
+	dirty = kill_member_2_under_writes();
 	member_start(1, 1); /* 1 byte/s: only requests copy */
 	wait_state(1, RMR_MEMBER_NORMAL, 10000);
 	write_some(200);
