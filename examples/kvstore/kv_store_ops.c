@@ -41,14 +41,18 @@ static struct kv_index *bucket_index(struct kv_store *s, uint64_t b)
 	return x;
 }
 
+/* Find @key in @page through its index @x, or by a walk if it has none. */
+static bool page_find(const struct kv_index *x, const uint8_t *page, const void *key,
+		      uint32_t klen, uint64_t hash, struct kv_entry *e)
+{
+	return x ? kv_index_find(x, page, key, klen, hash, e)
+		 : kv_bucket_find(page, key, klen, hash, e);
+}
+
 static bool store_find(struct kv_store *s, uint64_t b, const void *key, uint32_t klen,
 		       uint64_t hash, struct kv_entry *e)
 {
-	struct kv_index *x = bucket_index(s, b);
-	const uint8_t *page = kv_store_page(s, b);
-
-	return x ? kv_index_find(x, page, key, klen, hash, e)
-		 : kv_bucket_find(page, key, klen, hash, e);
+	return page_find(bucket_index(s, b), kv_store_page(s, b), key, klen, hash, e);
 }
 
 /* SET on bucket @b's page, its index kept in step. @return 0 or -ENOSPC. */
@@ -58,8 +62,7 @@ static int store_set(struct kv_store *s, uint64_t b, const struct kv_write *w, u
 	struct kv_index *x = bucket_index(s, b);
 	uint8_t *page = kv_store_page(s, b);
 	struct kv_entry old;
-	bool present = x ? kv_index_find(x, page, w->key, w->klen, hash, &old)
-			 : kv_bucket_find(page, w->key, w->klen, hash, &old);
+	bool present = page_find(x, page, w->key, w->klen, hash, &old);
 	uint32_t at;
 	int ret = kv_bucket_set_found(page, b, &s->geom, w->key, w->klen, hash, w->value, w->vlen,
 				      w->expire_ms, present ? &old : NULL, ch, &at);
@@ -392,6 +395,59 @@ static int serve_get(struct kv_store *s, const struct rmr_store_io *io)
 	return (int)(KV_GET_ANSWER_HDR + e.vlen);
 }
 
+/* One key of a KV_OP_MGET being answered. */
+struct mget_key {
+	const uint8_t *key;
+	uint32_t klen;
+	uint64_t hash, bucket;
+	struct kv_index *x;          /* the bucket's index, or NULL */
+};
+
+/* Keys looked up together: enough to overlap their cache misses. */
+#define MGET_WINDOW 16u
+
+/*
+ * Take the next @nw keys at *@p (checked already) and start fetching what
+ * their lookups read: all their index slots, then the entries those point
+ * to. A random key costs two cache misses; a window pays them about once.
+ */
+static void mget_window_fetch(struct kv_store *s, const uint8_t **p, struct mget_key *w,
+			      unsigned nw)
+{
+	for (unsigned k = 0; k < nw; k++) {
+		w[k].klen = kv_get_le32(*p);
+		w[k].key = *p + 4;
+		w[k].hash = kv_hash(w[k].key, w[k].klen);
+		w[k].bucket = kv_bucket_of_hash(w[k].hash, s->nbuckets);
+		w[k].x = bucket_index(s, w[k].bucket);
+		if (w[k].x)
+			kv_index_prefetch_slot(w[k].x, w[k].hash);
+		*p += 4 + w[k].klen;
+	}
+	for (unsigned k = 0; k < nw; k++)
+		if (w[k].x)
+			kv_index_prefetch_entry(w[k].x, kv_store_page(s, w[k].bucket), w[k].hash);
+}
+
+/* Append @k's answer record at *@pos; false if it does not fit in @len bytes. */
+static bool mget_answer(struct kv_store *s, const struct mget_key *k, uint8_t *out, uint32_t len,
+			uint32_t *pos)
+{
+	struct kv_entry e;
+	bool found = page_find(k->x, kv_store_page(s, k->bucket), k->key, k->klen, k->hash, &e);
+	uint32_t need = KV_GET_ANSWER_HDR + (found ? e.vlen : 0);
+
+	if (need > len - *pos)
+		return false;
+	kv_put_le32(out + *pos, found);
+	kv_put_le32(out + *pos + 4, found ? e.vlen : 0);
+	kv_put_le64(out + *pos + 8, found ? e.expire_ms : 0);
+	if (found)
+		memcpy(out + *pos + KV_GET_ANSWER_HDR, e.value, e.vlen);
+	*pos += need;
+	return true;
+}
+
 /*
  * Keys of many buckets in one read. librmr synced only the bucket the range
  * names, so this member answers only while it misses no bucket at all.
@@ -426,23 +482,16 @@ static int serve_mget(struct kv_store *s, const struct rmr_store_io *io)
 		return -EINVAL;
 	if (atomic_load(&s->own_dirty))
 		count = 0; /* key by key, please */
-	for (p = arg + 4; n < count; n++) {
-		uint32_t klen = kv_get_le32(p);
-		uint64_t hash = kv_hash(p + 4, klen);
-		uint64_t kb = kv_bucket_of_hash(hash, s->nbuckets);
-		struct kv_entry e;
-		bool found = store_find(s, kb, p + 4, klen, hash, &e);
-		uint32_t need = KV_GET_ANSWER_HDR + (found ? e.vlen : 0);
+	for (p = arg + 4; n < count;) {
+		struct mget_key w[MGET_WINDOW];
+		unsigned nw = count - n < MGET_WINDOW ? count - n : MGET_WINDOW, k;
 
-		if (need > io->len - pos)
+		mget_window_fetch(s, &p, w, nw);
+		for (k = 0; k < nw && mget_answer(s, &w[k], out, io->len, &pos); k++)
+			;
+		n += k;
+		if (k < nw)
 			break; /* the rest in another request */
-		kv_put_le32(out + pos, found);
-		kv_put_le32(out + pos + 4, found ? e.vlen : 0);
-		kv_put_le64(out + pos + 8, found ? e.expire_ms : 0);
-		if (found)
-			memcpy(out + pos + KV_GET_ANSWER_HDR, e.value, e.vlen);
-		pos += need;
-		p += 4 + klen;
 	}
 	kv_put_le32(out, n);
 	kv_put_le32(out + 4, state_flags(s));
