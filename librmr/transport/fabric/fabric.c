@@ -540,6 +540,7 @@ static int fab_trywait(void *arg)
 		if (ret)
 			goto busy;
 	}
+	tp->eq_due_ns = 0; /* the loop sleeps: whatever wakes it, read the EQs then */
 	return 0;
 busy:
 	if (ret != -FI_EAGAIN)
@@ -547,11 +548,38 @@ busy:
 	return -EAGAIN;
 }
 
+/*
+ * Whether this progress call reads the EQs of listeners and established
+ * connections. Their events (a connection request, a shutdown) are rare,
+ * but every fi_eq_read() costs the tcp provider an epoll_wait(), and a
+ * busy loop calls progress several times per turn. So those EQs are read
+ * on the first call after the loop slept, and every FAB_EQ_POLL_NS while it
+ * does not sleep (fi_trywait() refuses to sleep while an EQ holds an event,
+ * so an event that comes meanwhile waits at most that long). CQs, and the
+ * EQs of connections being set up, are read on every call.
+ */
+static bool fab_eq_turn(struct fab_tp *tp)
+{
+	struct timespec ts;
+	uint64_t now;
+
+	if (tp->kind != FAB_KIND_MSG)
+		return true;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (now < tp->eq_due_ns)
+		return false;
+	tp->eq_due_ns = now + FAB_EQ_POLL_NS;
+	return true;
+}
+
 static int fab_progress(void *arg)
 {
 	struct fab_tp *tp = arg;
 	struct fab_listener *l;
 	struct fab_conn *c;
+	bool eqs;
+	int eq_events;
 
 	if (tp->in_progress) {
 		log_err("%s: progress called from an upcall", tp->name);
@@ -559,12 +587,14 @@ static int fab_progress(void *arg)
 	}
 	tp->in_progress = true;
 	tp->events = 0;
+	eqs = fab_eq_turn(tp);
 	for (l = tp->listeners; l; l = l->next) {
-		if (tp->kind == FAB_KIND_MSG)
-			fab_msg_listener_progress(tp, l);
-		else
+		if (tp->kind == FAB_KIND_SHM)
 			fab_shm_listener_progress(tp, l);
+		else if (eqs)
+			fab_msg_listener_progress(tp, l);
 	}
+	eq_events = tp->events;
 	for (c = tp->conns; c; c = c->next) {
 		if (c->state == FAB_CONN_CLOSED) {
 			if (c->ep && tp->kind == FAB_KIND_SHM)
@@ -574,8 +604,12 @@ static int fab_progress(void *arg)
 		if (c->state == FAB_CONN_DEAD)
 			continue;
 		/* Events first: a connection is announced up before its data. */
-		if (tp->kind == FAB_KIND_MSG && c->eq)
+		if (tp->kind == FAB_KIND_MSG && c->eq && (eqs || c->state != FAB_CONN_UP)) {
+			int before = tp->events;
+
 			fab_msg_conn_progress_eq(c);
+			eq_events += tp->events - before;
+		}
 		if (c->state == FAB_CONN_CLOSED)
 			continue;
 		if (c->cq)
@@ -591,6 +625,8 @@ static int fab_progress(void *arg)
 			fab_conn_finish_failure(c);
 	}
 	tp->in_progress = false;
+	if (eq_events > 0)
+		tp->eq_due_ns = 0; /* events come in bursts (and a listener reads a few at a time) */
 	if (tp->reap_owed)
 		fab_reap(tp);
 	return tp->events;

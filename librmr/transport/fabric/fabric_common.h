@@ -52,6 +52,7 @@ bool fab_conn_peer_dead(const struct fab_conn *c);
 #define FAB_SHM_NAME_MAX 64  /* longest shm address (a plain name) */
 #define FAB_CQ_BATCH 16      /* completions read per fi_cq_read */
 #define FAB_CQ_BUDGET 256    /* completions handled per connection per progress */
+#define FAB_EQ_POLL_NS 1000000ull /* a busy loop reads settled EQs this often (fab_eq_turn) */
 
 enum fab_kind {
 	FAB_KIND_MSG, /* tcp, verbs: provider connections */
@@ -240,6 +241,7 @@ struct fab_tp {
 	bool reap_owed;               /* closed connections to free */
 	bool work_owed;               /* failures/reposts/handshakes to finish */
 	int events;                   /* counted by the current progress call */
+	uint64_t eq_due_ns;           /* MSG: read the EQs of listeners and live connections from then */
 };
 
 static inline struct fab_conn *fab_conn_of(struct rmr_conn *c)
