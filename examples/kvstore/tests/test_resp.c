@@ -194,6 +194,18 @@ START_TEST(reply_encoders)
 	kv_buf_append(&b, "", 1);
 	ck_assert_str_eq(b.p, "+OK\r\n-ERR bad  thing 7\r\n:-42\r\n$2\r\nab\r\n$-1\r\n*3\r\n");
 	kv_buf_free(&b);
+
+	/* Numbers at their edges. */
+	resp_int(&b, 0);
+	resp_int(&b, INT64_MIN);
+	resp_int(&b, INT64_MAX);
+	resp_bulk(&b, "", 0);
+	resp_array(&b, 0);
+	resp_array(&b, 1234567890);
+	kv_buf_append(&b, "", 1);
+	ck_assert_str_eq(b.p, ":0\r\n:-9223372036854775808\r\n:9223372036854775807\r\n$0\r\n\r\n"
+			      "*0\r\n*1234567890\r\n");
+	kv_buf_free(&b);
 }
 END_TEST
 
