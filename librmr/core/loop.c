@@ -334,6 +334,26 @@ static void loop_event(struct loop *l, int fd)
 	}
 }
 
+/*
+ * Look at the loop's descriptors without sleeping and serve the ready
+ * consumers' ones and the wake-up; the transport's are left to progress.
+ * @return whether any was served.
+ */
+static bool loop_poll_consumers(struct loop *l, int tfd)
+{
+	struct epoll_event evs[LOOP_MAX_WATCH + 2];
+	int n = epoll_wait(l->epfd, evs, LOOP_MAX_WATCH + 2, 0);
+	bool served = false;
+
+	for (int i = 0; i < n; i++) {
+		if (evs[i].data.fd == tfd)
+			continue;
+		loop_event(l, evs[i].data.fd);
+		served = true;
+	}
+	return served;
+}
+
 static void handle_wake(struct loop *l)
 {
 	uint64_t v;
@@ -443,6 +463,14 @@ static void *loop_thread(void *arg)
 			last_event = l->now;
 			continue;
 		}
+
+		/* A busy consumer's descriptor is usually ready again by now: serve
+		 * it before arming the transport for a sleep, which costs a
+		 * provider several system calls (fi_trywait on every queue). Only
+		 * consumers' descriptors count here: the transport's may stay
+		 * readable until its trywait. */
+		if (tfd >= 0 && l->nwatch && loop_poll_consumers(l, tfd))
+			continue;
 
 		timeout_ms = (int)((next_tick - l->now) / 1000000ull) + 1;
 		if (tfd < 0 && l->tops) {

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <rmr/client.h>
@@ -467,6 +468,23 @@ START_TEST(consumer_descriptor_is_served_on_the_loop_thread)
 	for (unsigned i = 0; i < NMEMBERS; i++)
 		for (unsigned k = 0; k < sizeof(asks); k++)
 			ck_assert_uint_eq(members[i].store.data[(size_t)k * CHUNK + 4095], 0x5c);
+
+	/*
+	 * Idle with a watched descriptor, the loop sleeps: before it arms the
+	 * transport for a sleep it looks at the consumers' descriptors once
+	 * without sleeping, and that look must not turn into a spin. A spin
+	 * would burn the whole 300 ms; a sleeping loop spends next to nothing.
+	 */
+	struct rusage ru0, ru1;
+
+	ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru0), 0);
+	usleep(300000);
+	ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru1), 0);
+	long used_us = (ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) * 1000000L +
+		       (ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) +
+		       (ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) * 1000000L +
+		       (ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec);
+	ck_assert_msg(used_us < 100000, "idle loop used %ld us of CPU in 300 ms", used_us);
 
 	/*
 	 * Unwatched: a byte in the pipe stays there. A status call runs on the
