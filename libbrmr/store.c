@@ -943,6 +943,7 @@ int store_pool_params(const struct brmr_store *s, const struct brmr_serve_opts *
 	params->resync_rate = so.resync_rate;
 	params->replace = so.replace;
 	params->no_activity_log = so.no_activity_log;
+	params->al_extent_size = so.al_extent_size;
 	params->key = so.key;
 	return 0;
 }

@@ -204,6 +204,7 @@ struct brmr_serve_opts {
 	bool no_activity_log;         /**< measurement only: see rmr_pool_params.no_activity_log */
 	/** the pool key, #RMR_KEY_LEN bytes, or NULL: see rmr_pool_params.key */
 	const uint8_t *key;
+	uint32_t al_extent_size;      /**< 0 for 4 MiB: see rmr_pool_params.al_extent_size */
 };
 
 /**

@@ -244,6 +244,17 @@ struct rmr_pool_params {
 	 * the listen address may join it.
 	 */
 	const uint8_t *key;
+	/**
+	 * Bytes of one activity log extent: a write brings the aligned
+	 * extents around it into the member's log (a durable record when it
+	 * was not there yet), and after a writer's crash every chunk of the
+	 * logged extents is copied from the source. The log keeps 1024 of
+	 * them besides the ones in use. A power of two, at least
+	 * @c chunk_size, at most 1 GiB; 0 for 4 MiB (or one chunk when
+	 * @c chunk_size is larger). Larger: fewer record writes under spread
+	 * writes, more to copy after a writer's crash.
+	 */
+	uint32_t al_extent_size;
 };
 
 /**

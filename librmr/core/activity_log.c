@@ -150,6 +150,16 @@ int al_note(struct activity_log *al, uint32_t slot, uint64_t first, uint32_t cou
 	return changed;
 }
 
+uint64_t al_extent_cover(uint64_t first, uint64_t last, uint32_t extent_chunks,
+			 uint64_t nchunks, uint64_t *efirst)
+{
+	uint64_t per = extent_chunks ? extent_chunks : 1;
+	uint64_t end = (last / per + 1) * per; /* one past the last extent's chunks */
+
+	*efirst = first / per * per;
+	return (end < nchunks ? end : nchunks) - *efirst;
+}
+
 void al_for_each(const struct activity_log *al, void (*fn)(void *ctx, uint64_t first,
 							   uint32_t count), void *ctx)
 {

@@ -12,6 +12,13 @@
  * write at all. A record is written only when a range enters the log, before
  * the data write it covers goes to the store.
  *
+ * Ranges are whole extents (DRBD's al-extents, 4 MiB by default): a write
+ * brings the aligned extents around it into the log, so a random-write
+ * workload over AL_CACHE_ENTRIES extents (4 GiB) writes no records once
+ * warm. The price is paid only after a writer's crash: every chunk of the
+ * logged extents is copied from the source, at most about 4 GiB plus the
+ * pinned extents.
+ *
  * Pure logic and codec; server_pool.c does the I/O. On disk: two records of
  * AL_RECORD_BYTES after the dirty-map bitmaps, written in turn; the valid one
  * with the higher sequence counts (docs/disk-format.md).
@@ -28,7 +35,10 @@
 #define AL_ENTRY_BYTES 16u
 #define AL_MAX_ENTRIES ((AL_RECORD_BYTES - AL_HEADER_BYTES) / AL_ENTRY_BYTES) /* 2044 */
 /* Unpinned entries beyond this many are evicted (oldest use first). */
-#define AL_CACHE_ENTRIES 256u
+#define AL_CACHE_ENTRIES 1024u
+/* Default bytes of an extent (rmr_pool_params.al_extent_size). */
+#define AL_EXTENT_BYTES (4u * 1024 * 1024)
+#define AL_EXTENT_MAX (1u << 30)
 /* Request slots tracked: a session's queue depth is at most this. */
 #define AL_SLOTS 1024u
 #define AL_BUCKETS 1024u
@@ -72,6 +82,13 @@ void al_init(struct activity_log *al);
  * pinned (cannot happen with at most AL_SLOTS slots) or -EINVAL.
  */
 int al_note(struct activity_log *al, uint32_t slot, uint64_t first, uint32_t count);
+/*
+ * The range the log keeps for a write to chunks [first, last] of a pool of
+ * @nchunks chunks: whole extents of @extent_chunks chunks, cut at the pool's
+ * end. Returns the chunk count and sets @efirst.
+ */
+uint64_t al_extent_cover(uint64_t first, uint64_t last, uint32_t extent_chunks,
+			 uint64_t nchunks, uint64_t *efirst);
 /* Forget every entry; the log now belongs to @writer. */
 void al_reset(struct activity_log *al, uint64_t writer);
 /* Call @fn for every range in the log. */

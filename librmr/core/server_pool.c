@@ -568,8 +568,8 @@ int pool_al_note(struct srv_pool *p, uint64_t writer, uint32_t slot, uint64_t ad
 	}
 	if (!len)
 		return 0;
-	first = pool_first_chunk(p, addr);
-	count = pool_last_chunk(p, addr, len) - first + 1;
+	count = al_extent_cover(pool_first_chunk(p, addr), pool_last_chunk(p, addr, len),
+				p->al_extent_chunks, p->nchunks, &first);
 	ret = al_note(p->al, slot, first, (uint32_t)RMR_MIN(count, (uint64_t)UINT32_MAX));
 	if (ret <= 0)
 		return ret;
@@ -743,6 +743,10 @@ int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
 	    params->sync_queue_depth > 256 || params->npeers >= RMR_MAX_MEMBERS ||
 	    (params->npeers && !params->peers))
 		return -EINVAL;
+	if (params->al_extent_size &&
+	    ((params->al_extent_size & (params->al_extent_size - 1)) ||
+	     params->al_extent_size < params->chunk_size || params->al_extent_size > AL_EXTENT_MAX))
+		return -EINVAL;
 	for (unsigned i = 0; i < params->npeers; i++) {
 		const struct rmr_peer *pe = &params->peers[i];
 
@@ -783,6 +787,9 @@ int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
 	p->store = store;
 	p->chunk_shift = (uint32_t)__builtin_ctz(params->chunk_size);
 	p->nchunks = (params->pool_size + params->chunk_size - 1) / params->chunk_size;
+	if (!p->params.al_extent_size)
+		p->params.al_extent_size = RMR_MAX(AL_EXTENT_BYTES, params->chunk_size);
+	p->al_extent_chunks = p->params.al_extent_size >> p->chunk_shift;
 	if (p->nchunks > DIRTY_MAP_MAX_CHUNKS) {
 		log_err("pool=%s: %llu chunks, more than dirty tracking covers", p->name,
 			(unsigned long long)p->nchunks);

@@ -45,6 +45,7 @@ struct srv_pool {
 	bool fresh;                  /* the store never saved the metadata blob */
 	uint32_t chunk_shift;
 	uint64_t nchunks;
+	uint32_t al_extent_chunks;   /* chunks per activity log extent */
 	/* Per member id (this member's own included): chunks it missed. */
 	struct dirty_map *maps[RMR_MAX_MEMBER_ID + 1];
 	/* Highest map version of a message that marked each member dirty. */

@@ -90,7 +90,9 @@ static struct rmr_server *server_on(const char *addr)
 
 static void start1(void)
 {
-	struct brmr_serve_opts so = { .size = sizeof(so), .sync_queue_depth = 4 };
+	/* Extents of one chunk: many log records to tear (one per new chunk). */
+	struct brmr_serve_opts so = { .size = sizeof(so), .sync_queue_depth = 4,
+				      .al_extent_size = CHUNK };
 	char why[160] = "";
 	int ret = brmr_store_open(w.path, &w.store, why, sizeof(why));
 
@@ -115,7 +117,7 @@ static void start2(void)
 	struct rmr_pool_params pp = {
 		.size = sizeof(pp), .name = "torn", .uuid = pool_uuid, .pool_size = POOL_SIZE,
 		.chunk_size = CHUNK, .member_id = 2, .members_mask = MEMBERS_MASK, .npeers = 1,
-		.peers = &peer, .sync_queue_depth = 4,
+		.peers = &peer, .sync_queue_depth = 4, .al_extent_size = CHUNK,
 	};
 
 	w.srv2 = server_on("torn-m2");

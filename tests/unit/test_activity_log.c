@@ -117,6 +117,44 @@ START_TEST(records_round_trip)
 }
 END_TEST
 
+/*
+ * A write is logged as the whole extents around it (4 MiB of 128 KiB
+ * chunks: 32), cut at the pool's end; extents of one chunk log the chunks
+ * written.
+ */
+START_TEST(writes_are_logged_as_whole_extents)
+{
+	const uint32_t per = AL_EXTENT_BYTES / (128 * 1024);
+	uint64_t first = 99, f2, n1, n2;
+
+	ck_assert_uint_eq(per, 32);
+	ck_assert_uint_eq(al_extent_cover(0, 0, per, 1000, &first), per);
+	ck_assert_uint_eq(first, 0);
+	ck_assert_uint_eq(al_extent_cover(31, 31, per, 1000, &first), per);
+	ck_assert_uint_eq(first, 0);
+	ck_assert_uint_eq(al_extent_cover(32, 32, per, 1000, &first), per);
+	ck_assert_uint_eq(first, 32);
+	/* Across an extent boundary: both extents. */
+	ck_assert_uint_eq(al_extent_cover(31, 32, per, 1000, &first), 2 * per);
+	ck_assert_uint_eq(first, 0);
+	/* The last extent stops at the pool's last chunk (999). */
+	ck_assert_uint_eq(al_extent_cover(995, 999, per, 1000, &first), 1000 - 992);
+	ck_assert_uint_eq(first, 992);
+	/* A pool smaller than one extent. */
+	ck_assert_uint_eq(al_extent_cover(3, 4, per, 5, &first), 5);
+	ck_assert_uint_eq(first, 0);
+	/* Extents of one chunk: the chunks themselves. */
+	ck_assert_uint_eq(al_extent_cover(7, 9, 1, 100, &first), 3);
+	ck_assert_uint_eq(first, 7);
+	/* Two writes in one extent: the second costs no record. */
+	al_init(&al);
+	n1 = al_extent_cover(40, 40, per, 1000, &first);
+	n2 = al_extent_cover(63, 63, per, 1000, &f2);
+	ck_assert_int_eq(al_note(&al, 0, first, (uint32_t)n1), 1);
+	ck_assert_int_eq(al_note(&al, 1, f2, (uint32_t)n2), 0);
+}
+END_TEST
+
 /* Every way a record can be torn or corrupt is refused, with a reason. */
 START_TEST(torn_and_corrupt_records_are_refused)
 {
@@ -174,6 +212,7 @@ int main(void)
 	tcase_add_test(tc, pinned_ranges_survive_eviction);
 	tcase_add_test(tc, the_cache_keeps_recent_ranges);
 	tcase_add_test(tc, records_round_trip);
+	tcase_add_test(tc, writes_are_logged_as_whole_extents);
 	tcase_add_test(tc, torn_and_corrupt_records_are_refused);
 	suite_add_tcase(s, tc);
 	return unit_run(s);

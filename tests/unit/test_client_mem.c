@@ -125,6 +125,10 @@ static void member_start_in(unsigned i, uint64_t mask, uint64_t rate)
 		.members_mask = mask,
 		.peers = peers,
 		.resync_rate = rate,
+		/* Logged ranges of one chunk: the cases count exactly which
+		 * chunks a member copies, also when its own log of a writer
+		 * that left meanwhile adds to them (4 MiB would be the pool). */
+		.al_extent_size = CHUNK,
 	};
 
 	for (unsigned k = 0; k <= NMEMBERS; k++)
