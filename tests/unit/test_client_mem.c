@@ -511,6 +511,35 @@ START_TEST(consumer_descriptor_is_served_on_the_loop_thread)
 }
 END_TEST
 
+/* An activity log extent must be a power of two from the chunk size to 1 GiB. */
+START_TEST(bad_activity_log_extents_are_refused)
+{
+	const uint32_t bad[] = { CHUNK / 2, 3 * CHUNK, CHUNK + 4096, 1u << 31 };
+	const uint32_t good[] = { 0, CHUNK, 2 * CHUNK, 1u << 30 };
+	struct rmr_server_opts so = { .size = sizeof(so), .listen_addr = members[SPARE].addr,
+				      .transport = "mem" };
+	struct rmr_pool_params pp = { .size = sizeof(pp), .name = "vol", .uuid = pool_uuid,
+				      .pool_size = POOL_SIZE, .chunk_size = CHUNK,
+				      .member_id = SPARE + 1, .members_mask = 0x1e };
+	struct rmr_server_pool *pool;
+	struct rmr_server *srv;
+
+	ck_assert_int_eq(rmr_server_create(&so, &srv), 0);
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		pp.al_extent_size = bad[i];
+		ck_assert_int_eq(rmr_server_add_pool(srv, &pp, &memstore_ops,
+						     &members[SPARE].store, &pool), -EINVAL);
+	}
+	for (unsigned i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		pp.al_extent_size = good[i];
+		ck_assert_int_eq(rmr_server_add_pool(srv, &pp, &memstore_ops,
+						     &members[SPARE].store, &pool), 0);
+		rmr_server_remove_pool(pool);
+	}
+	rmr_server_destroy(srv);
+}
+END_TEST
+
 START_TEST(bad_requests_are_refused_without_callback)
 {
 	struct rmr_client *c = open_client(1);
@@ -1468,6 +1497,7 @@ int main(void)
 	tcase_add_test(tc, write_fans_out_and_reads_back);
 	tcase_add_test(tc, meta_blob_keeps_pull_version_and_refuses_bad_ones);
 	tcase_add_test(tc, bad_requests_are_refused_without_callback);
+	tcase_add_test(tc, bad_activity_log_extents_are_refused);
 	tcase_add_test(tc, consumer_descriptor_is_served_on_the_loop_thread);
 	tcase_add_test(tc, overlapping_writes_apply_in_order_everywhere);
 	tcase_add_test(tc, member_loss_keeps_io_going_and_is_recorded);
