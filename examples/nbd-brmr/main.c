@@ -695,8 +695,8 @@ int main(int argc, char **argv)
 out_close:
 	/* On the failure paths above no connection was accepted yet. */
 	remove_files(rt);
-	brmr_close(rt->dev);
 	nbdb_server_destroy(&rt->srv);
+	brmr_close(rt->dev);
 	if (status == 0)
 		nbdb_log(NBDB_NOTICE, "stopped");
 out:

@@ -101,9 +101,16 @@ struct nbdb_server {
 	struct nbdb_conn *conns;     /* doubly linked list */
 	unsigned nconns;
 	unsigned long next_id;
+
+	/* librmr's loop thread only: replies without data that completions
+	 * gathered in this loop turn, sent once per connection at its end. */
+	int flush_fd;                /* watched, never written, only kicked; -1: none */
+	struct nbdb_conn *flush_head; /* connections with gathered replies */
 };
 
+/* Before any connection; after brmr_open(). */
 void nbdb_server_init(struct nbdb_server *s, const struct nbdb_export *ex);
+/* After the last connection ended; before brmr_close(). */
 void nbdb_server_destroy(struct nbdb_server *s);
 
 /* Serve an accepted socket on its own thread. Takes @p fd in every case.

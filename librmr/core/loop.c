@@ -55,6 +55,7 @@ struct loop {
 	} watch[LOOP_MAX_WATCH];
 	unsigned nwatch;
 	bool kicked;                 /* some watch was kicked */
+	bool consumer_ready;         /* a watched descriptor was readable last time */
 };
 
 #define SIM_MAX_LOOPS 64
@@ -329,6 +330,7 @@ static void loop_event(struct loop *l, int fd)
 	}
 	w = watch_find(l, fd);
 	if (w) {
+		l->consumer_ready = true;
 		w->kicked = false; /* this call serves the kick too */
 		w->fn(w->priv);
 	}
@@ -337,13 +339,20 @@ static void loop_event(struct loop *l, int fd)
 /*
  * Look at the loop's descriptors without sleeping and serve the ready
  * consumers' ones and the wake-up; the transport's are left to progress.
+ * Only while a consumer's descriptor keeps being ready: a watch that is
+ * only ever kicked (nbd-brmr's reply flush) never is, and costs no look.
  * @return whether any was served.
  */
 static bool loop_poll_consumers(struct loop *l, int tfd)
 {
 	struct epoll_event evs[LOOP_MAX_WATCH + 2];
-	int n = epoll_wait(l->epfd, evs, LOOP_MAX_WATCH + 2, 0);
 	bool served = false;
+	int n;
+
+	if (!l->consumer_ready)
+		return false;
+	l->consumer_ready = false; /* loop_event() sets it again */
+	n = epoll_wait(l->epfd, evs, LOOP_MAX_WATCH + 2, 0);
 
 	for (int i = 0; i < n; i++) {
 		if (evs[i].data.fd == tfd)
