@@ -7,18 +7,19 @@
  *  - the reader (the connection's own thread, which ran the handshake)
  *    parses requests, validates them, reads WRITE payloads into a request
  *    context and calls brmr_submit();
- *  - completions run on librmr's event-loop thread. A reply without data
- *    (writes, errors) is sent right there when it is the connection's only
- *    request in flight (non-blocking; QD1 latency). Otherwise it is
- *    gathered, and at the end of the loop turn
- *    (a kicked watch, rmr_client_kick_fd()) each connection's gathered
- *    replies go out in one non-blocking sendmsg(): no writer wake-up, and
+ *  - completions run on librmr's event-loop thread. A reply with at most
+ *    CONN_LOOP_DATA_MAX bytes of data (writes, errors, small reads) is sent
+ *    right there when it is the connection's only request in flight
+ *    (non-blocking; QD1 latency). Otherwise it is gathered, and at the end
+ *    of the loop turn (a kicked watch, rmr_client_kick_fd()) each
+ *    connection's gathered replies go out in one non-blocking sendmsg(): no
+ *    writer wake-up, and
  *    one system call for the ~5 completions of a turn instead of one each
  *    (on loopback a sendmsg() also runs the receiver's TCP input, most of
  *    the loop thread's time; docs/performance.md). What a full socket
- *    did not take, and replies with data, go to the reply queue (a short
- *    critical section): read data is copied into the socket by the writer,
- *    in batches, not on the event loop;
+ *    did not take, and larger reads, go to the reply queue (a short
+ *    critical section): the writer copies their data into the socket, in
+ *    batches, not on the event loop;
  *  - the writer thread sends the queued replies, batched; one thread sends
  *    at a time (@sending), so replies never interleave, and they leave in
  *    completion order (NBD allows any order).
@@ -62,6 +63,10 @@ _Static_assert(CONN_BUF_CAP >= NBDB_MAX_PAYLOAD, "a maximum request must fit");
 
 /* Gathered replies sent per sendmsg() at the end of a loop turn. */
 #define CONN_FLUSH_BATCH 64
+
+/* Replies with at most this much read data are sent from the event loop;
+ * larger ones by the writer, so that no copy of megabytes stalls the loop. */
+#define CONN_LOOP_DATA_MAX (64u * 1024)
 
 /* One request context. */
 struct nbdb_req {
@@ -342,9 +347,9 @@ static void reqs_release(struct nbdb_conn *c, struct nbdb_req *r, struct nbdb_re
 }
 
 /*
- * Answer a finished context: a reply without data at once if the socket is
- * free and takes all of it without blocking, else through the writer. Any
- * thread, never blocks long.
+ * Answer a finished context: a reply with at most CONN_LOOP_DATA_MAX bytes
+ * of data at once if the socket is free and takes all of it without
+ * blocking, else through the writer. Any thread, never blocks long.
  */
 static void reply_queue(struct nbdb_req *r, uint32_t nbd_error)
 {
@@ -354,7 +359,8 @@ static void reply_queue(struct nbdb_req *r, uint32_t nbd_error)
 	r->next = NULL;
 	r->sent = 0;
 	pthread_mutex_lock(&c->lock);
-	if (!c->sending && !c->reply_head && !c->dead && (nbd_error || !r->data_len)) {
+	if (!c->sending && !c->reply_head && !c->dead &&
+	    (nbd_error || r->data_len <= CONN_LOOP_DATA_MAX)) {
 		struct iovec iov[2];
 		struct msghdr mh = { .msg_iov = iov };
 		ssize_t w;
@@ -430,7 +436,8 @@ static void req_done(void *priv, int status)
 	uint32_t err = nbdb_errno_to_nbd(status);
 
 	/* Alone in flight (QD1), nothing would join it: sent at once. */
-	if ((err || !r->data_len) && atomic_load(&r->conn->busy) > 1 && reply_gather(r, err))
+	if ((err || r->data_len <= CONN_LOOP_DATA_MAX) && atomic_load(&r->conn->busy) > 1 &&
+	    reply_gather(r, err))
 		return;
 	reply_queue(r, err);
 }
@@ -479,27 +486,27 @@ static void conn_flush(struct nbdb_conn *c)
 	pthread_mutex_unlock(&c->lock);
 
 	while (r) {
-		struct iovec iov[CONN_FLUSH_BATCH];
+		struct iovec iov[2 * CONN_FLUSH_BATCH];
 		struct msghdr mh = { .msg_iov = iov };
 		struct nbdb_req *q, *last = NULL, *rest;
-		unsigned n = 0, done = 0;
+		unsigned n = 0, nr = 0, done = 0;
 		ssize_t w;
 
-		for (q = r; q && n < CONN_FLUSH_BATCH; q = q->next)
-			n += reply_iov(q, &iov[n]); /* one piece each: no data */
+		for (q = r; q && nr < CONN_FLUSH_BATCH; q = q->next, nr++)
+			n += reply_iov(q, &iov[n]);
 		mh.msg_iovlen = n;
 		do
 			w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		while (w < 0 && errno == EINTR);
 		/* The replies it took whole. */
-		for (q = r; q && w >= (ssize_t)reply_len(q) && done < n; q = q->next) {
+		for (q = r; q && done < nr && w >= (ssize_t)reply_len(q); q = q->next) {
 			w -= (ssize_t)reply_len(q);
 			last = q;
 			done++;
 		}
 		rest = last ? last->next : r;
 		pthread_mutex_lock(&c->lock);
-		if (!rest || done < n) {
+		if (!rest || done < nr) {
 			/* The last round: the socket took all, or not all of it. */
 			c->sending = false;
 			if (rest) {
