@@ -346,6 +346,30 @@ static void reqs_release(struct nbdb_conn *c, struct nbdb_req *r, struct nbdb_re
 	pthread_cond_broadcast(&c->free_cv);
 }
 
+/* Put @head..@tail (linked) first in the writer's queue. Under c->lock. */
+static void writer_take_first(struct nbdb_conn *c, struct nbdb_req *head, struct nbdb_req *tail)
+{
+	tail->next = c->reply_head;
+	c->reply_head = head;
+	if (!c->reply_tail)
+		c->reply_tail = tail;
+	if (!c->sending)
+		pthread_cond_signal(&c->reply_cv);
+}
+
+/* Put @head..@tail (linked) last in the writer's queue. Under c->lock. */
+static void writer_take_last(struct nbdb_conn *c, struct nbdb_req *head, struct nbdb_req *tail)
+{
+	tail->next = NULL;
+	if (c->reply_tail)
+		c->reply_tail->next = head;
+	else
+		c->reply_head = head;
+	c->reply_tail = tail;
+	if (!c->sending)
+		pthread_cond_signal(&c->reply_cv);
+}
+
 /*
  * Answer a finished context: a reply with at most CONN_LOOP_DATA_MAX bytes
  * of data at once if the socket is free and takes all of it without
@@ -383,27 +407,17 @@ static void reply_queue(struct nbdb_req *r, uint32_t nbd_error)
 		/* The rest goes first, by the writer, whose blocking send
 		 * also reports a failed socket. */
 		r->sent = w > 0 ? (size_t)w : 0;
-		r->next = c->reply_head;
-		c->reply_head = r;
-		if (!c->reply_tail)
-			c->reply_tail = r;
-		pthread_cond_signal(&c->reply_cv);
+		writer_take_first(c, r, r);
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
-	if (c->reply_tail)
-		c->reply_tail->next = r;
-	else
-		c->reply_head = r;
-	c->reply_tail = r;
-	if (!c->sending)
-		pthread_cond_signal(&c->reply_cv);
+	writer_take_last(c, r, r);
 	pthread_mutex_unlock(&c->lock);
 }
 
 /*
- * On librmr's loop thread: keep a reply without data for the flush at the
- * end of this turn. False elsewhere (a completion that ran on the submitting
+ * On librmr's loop thread: keep a reply for the flush at the end of this
+ * turn. False elsewhere (a completion that ran on the submitting
  * thread) or when there is no flush.
  */
 static bool reply_gather(struct nbdb_req *r, uint32_t nbd_error)
@@ -442,17 +456,6 @@ static void req_done(void *priv, int status)
 	reply_queue(r, err);
 }
 
-/* Put @head..@tail (linked) first in the writer's queue. Under c->lock. */
-static void writer_take_first(struct nbdb_conn *c, struct nbdb_req *head, struct nbdb_req *tail)
-{
-	tail->next = c->reply_head;
-	c->reply_head = head;
-	if (!c->reply_tail)
-		c->reply_tail = tail;
-	if (!c->sending)
-		pthread_cond_signal(&c->reply_cv);
-}
-
 /*
  * Send @c's gathered replies, CONN_FLUSH_BATCH per non-blocking sendmsg().
  * What the socket does not take goes to the writer, whose blocking send
@@ -471,14 +474,7 @@ static void conn_flush(struct nbdb_conn *c)
 
 		while (tail->next)
 			tail = tail->next;
-		/* After the writer's own: appended, not first. */
-		if (c->reply_tail)
-			c->reply_tail->next = r;
-		else
-			c->reply_head = r;
-		c->reply_tail = tail;
-		if (!c->sending)
-			pthread_cond_signal(&c->reply_cv);
+		writer_take_last(c, r, tail); /* after the writer's own */
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}

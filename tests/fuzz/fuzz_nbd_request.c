@@ -18,7 +18,9 @@
  * in memory) and checks what the parser hands it (a range inside the
  * export, a buffer of exactly the request's length, flags that fit the op).
  * It completes on a thread of its own, as librmr's event loop would, or
- * fails by the request's offset, so both reply paths are taken.
+ * fails by the request's offset, so both reply paths are taken; that thread
+ * also runs the reply flush that completions kick (the stand-ins for
+ * librmr's watch calls below), so gathered replies are fuzzed too.
  */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -47,6 +49,49 @@ static unsigned ring_head, ring_count;
 static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ring_cv = PTHREAD_COND_INITIALIZER;
 
+/*
+ * librmr's loop as far as nbd_conn.c uses it: the completion thread is the
+ * loop thread, and a kicked watch (the reply flush) runs once the
+ * completions ready at the time are done, as at the end of a loop turn.
+ */
+static pthread_t completer_thread;
+static void (*watch_fn)(void *priv);
+static void *watch_priv;
+static int watched_fd = -1;
+static bool kicked; /* completion thread only */
+
+struct rmr_client *brmr_client(struct brmr_dev *d)
+{
+	return (struct rmr_client *)d;
+}
+
+int rmr_client_watch_fd(struct rmr_client *c, int fd, void (*fn)(void *priv), void *priv)
+{
+	if (c != (struct rmr_client *)FAKE_DEV || fd < 0 || !fn || watched_fd >= 0)
+		abort();
+	watched_fd = fd;
+	watch_fn = fn;
+	watch_priv = priv;
+	return 0;
+}
+
+int rmr_client_kick_fd(struct rmr_client *c, int fd)
+{
+	if (c != (struct rmr_client *)FAKE_DEV || fd != watched_fd)
+		abort();
+	if (!pthread_equal(pthread_self(), completer_thread))
+		return -EPERM;
+	kicked = true;
+	return 0;
+}
+
+int rmr_client_unwatch_fd(struct rmr_client *c, int fd)
+{
+	(void)c;
+	(void)fd;
+	abort(); /* the connection lives across inputs */
+}
+
 static void *completer(void *arg)
 {
 	(void)arg;
@@ -62,6 +107,13 @@ static void *completer(void *arg)
 		pthread_mutex_unlock(&ring_lock);
 		c.cb(c.priv, c.status);
 		pthread_mutex_lock(&ring_lock);
+		if (!ring_count && kicked) {
+			/* The end of a turn. */
+			kicked = false;
+			pthread_mutex_unlock(&ring_lock);
+			watch_fn(watch_priv);
+			pthread_mutex_lock(&ring_lock);
+		}
 	}
 	return NULL;
 }
@@ -137,8 +189,8 @@ static struct fz_client client;
 /* The connection, its writer and the device's completion thread live across inputs. */
 static void setup(void)
 {
-	pthread_t t;
-
+	if (pthread_create(&completer_thread, NULL, completer, NULL))
+		abort();
 	nbdb_server_init(&srv, &ex);
 	conn = calloc(1, sizeof(*conn));
 	if (!conn)
@@ -151,8 +203,7 @@ static void setup(void)
 	pthread_cond_init(&conn->reply_cv, NULL);
 	atomic_init(&conn->busy, 0);
 	conn->rbuf = malloc(CONN_RBUF_SIZE);
-	if (!conn->rbuf || pthread_create(&conn->writer, NULL, writer_main, conn) ||
-	    pthread_create(&t, NULL, completer, NULL))
+	if (!conn->rbuf || pthread_create(&conn->writer, NULL, writer_main, conn))
 		abort();
 }
 
