@@ -94,10 +94,14 @@ dump_stacks() {
 cleanup() {
 	local rc=$? j
 	trap - EXIT
-	# Background clients (fio, nbdsh) of this test first.
+	# Background clients (fio, nbdsh) of this test first; what ignores
+	# SIGTERM for 2 s gets SIGKILL (fio stuck on a dead connection does).
 	for j in $(jobs -p); do
 		kill "$j" 2>/dev/null || true
 		kill -CONT "$j" 2>/dev/null || true # a stopped one takes the signal now
+	done
+	for j in $(jobs -p); do
+		wait_for 2 eval '! pid_alive '"$j" || kill -9 "$j" 2>/dev/null || true
 	done
 	if [[ -n $PDIR && -d $PDIR ]]; then
 		if ((rc != 0 && rc != 77)); then
