@@ -501,12 +501,12 @@ def t_pipelined(path):
     b.disc()
 
 
-def t_slow_reader(path):
-    """Reads and writes mixed while the client lets replies pile up: the
-    write replies nbd-brmr sends from its event loop and the read data its
-    writer sends must not interleave, get lost or come twice."""
+def slow_reader(path, rs):
+    """Reads of @rs bytes and 4 KiB writes mixed while the client lets the
+    replies pile up: whatever path each reply takes, none may interleave
+    with another, get lost or come twice."""
     c = connect_go(path)
-    n, rs, ws = 48, 256 * 1024, 4096
+    n, ws = 48, 4096
     for i in range(n // 2):
         err, _ = c.do(CMD_WRITE, BASE + i * rs, rs, payload=pattern(rs, 50 + i))
         check(err == 0, "slow reader: setup write %d failed: %s" % (i, errname(err)))
@@ -544,6 +544,19 @@ def t_slow_reader(path):
     c.disc()
 
 
+def t_slow_reader(path):
+    """Large reads: their data goes out by nbd-brmr's writer thread, the
+    write replies from its event loop."""
+    slow_reader(path, 256 * 1024)
+
+
+def t_slow_reader_small_reads(path):
+    """Reads up to 64 KiB go out from the event loop too, gathered per loop
+    turn: 24 of 60 KiB overflow the socket, so a batch is cut mid-reply and
+    the writer must finish it first."""
+    slow_reader(path, 60 * 1024)
+
+
 def t_final_roundtrip(path):
     c = connect_go(path)
     data = pattern(1024 * 1024, 99)
@@ -574,6 +587,7 @@ TESTS = [
     ("truncated requests", t_truncated),
     ("pipelined requests on two connections", t_pipelined),
     ("replies piling up at a slow reader", t_slow_reader),
+    ("small read replies piling up at a slow reader", t_slow_reader_small_reads),
     ("final write + read round trip", t_final_roundtrip),
 ]
 
