@@ -106,6 +106,7 @@ struct op {
 
 /* A command. The reply is built when its last op finishes. */
 struct cmd {
+	struct front *f;
 	struct conn *conn;           /* NULL once the client is gone */
 	struct cmd *next;            /* in the connection's order */
 	const struct command *def;
@@ -123,6 +124,7 @@ struct cmd {
 	int64_t delta;               /* INCRBY and friends */
 	uint16_t member_id;          /* KVDIGEST */
 	void (*finish)(struct cmd *cmd); /* builds @reply once every op finished */
+	bool small;                  /* a CMD_SMALL_BYTES allocation: goes back to the cache */
 	struct kv_buf reply;
 	struct op ops[];
 };
@@ -197,7 +199,14 @@ struct front {
 	uint64_t expired_deleted;
 	unsigned dbsize_rr;          /* DBSIZE: the member to ask first, round-robin */
 	bool stopping;
+
+	struct cmd *cmd_cache;       /* freed small commands, with their reply buffers */
+	unsigned ncmd_cache;
+	uint64_t now_ms;             /* Unix ms, read once per loop turn (front_clock) */
 };
+
+/* Read the clock for this loop turn: expiry checks use the turn's time. */
+void front_clock(struct front *f);
 
 /* front_pool.c: requests to librmr. */
 int front_pool_open(struct front *f);
@@ -248,6 +257,8 @@ void cmd_start(struct cmd *cmd);
 /* The last op of @cmd finished: build the reply, pass it to the connection. */
 void cmd_finish(struct cmd *cmd);
 void cmd_free(struct cmd *cmd);
+/* Free the cached commands (at exit). */
+void cmd_cache_drain(struct front *f);
 /* A RESP error line for a failed librmr request. */
 void reply_rmr_error(struct kv_buf *b, int err);
 

@@ -236,7 +236,7 @@ static void step_get(struct op *op)
 
 	if (!get_answer(op, false, &a))
 		return;
-	if (check_live(op, &a, kv_now_ms()))
+	if (check_live(op, &a, op->f->now_ms))
 		resp_bulk(&op->result, a.value, a.vlen);
 	else
 		resp_nil(&op->result);
@@ -278,7 +278,7 @@ static void step_exists(struct op *op)
 
 	if (!get_answer(op, true, &a))
 		return;
-	op->cmd->count += check_live(op, &a, kv_now_ms());
+	op->cmd->count += check_live(op, &a, op->f->now_ms);
 	op_finish(op);
 }
 
@@ -330,7 +330,7 @@ static void step_set_checked(struct op *op)
 
 	if (!get_answer(op, true, &a))
 		return;
-	exists = check_live(op, &a, kv_now_ms());
+	exists = check_live(op, &a, op->f->now_ms);
 	if ((cmd->nx && exists) || (cmd->xx && !exists)) {
 		resp_nil(&op->result);
 		op_finish(op);
@@ -463,7 +463,7 @@ static void step_del(struct op *op)
 		return;
 	}
 	/* An expired key does not count, but goes all the same. */
-	op->cmd->count += live(a.expire_ms, kv_now_ms());
+	op->cmd->count += live(a.expire_ms, op->f->now_ms);
 	op->phase = 1;
 	op_write_del(op);
 }
@@ -505,7 +505,7 @@ static void step_incr(struct op *op)
 	}
 	if (!get_answer(op, false, &a))
 		return;
-	if (check_live(op, &a, kv_now_ms())) {
+	if (check_live(op, &a, op->f->now_ms)) {
 		if (!kv_parse_i64((const char *)a.value, a.vlen, &cur)) {
 			cmd_fail_text(cmd, ERR_INT);
 			op_finish(op);
@@ -669,7 +669,7 @@ static bool dbsize_ask_next(struct op *op)
 		if (op->tried_mask & (1ull << id))
 			continue;
 		op->tried_mask |= 1ull << id;
-		kv_put_le64(op->hdr, kv_now_ms());
+		kv_put_le64(op->hdr, f->now_ms);
 		op->iov[0] = (struct iovec){ op->answer, KV_DBSIZE_ANSWER };
 		op->io = (struct rmr_io){
 			.kind = RMR_IO_READ,

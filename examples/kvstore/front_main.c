@@ -272,6 +272,11 @@ static int epoll_add(struct front *f, int fd, void *tag)
 	return epoll_ctl(f->epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
+void front_clock(struct front *f)
+{
+	f->now_ms = kv_now_ms();
+}
+
 /*
  * Requests librmr finished: a kick of the eventfd from the completion (no
  * system call, no epoll), or the eventfd itself when one finished off the
@@ -293,7 +298,7 @@ static void front_turn(void *arg)
 	struct epoll_event evs[128];
 	int n;
 
-	front_pool_completions(f);
+	front_pool_completions(f); /* reads the clock */
 	n = epoll_wait(f->epfd, evs, 128, 0);
 	if (n < 0 && errno != EINTR)
 		kv_log(KV_LOG_ERR, "epoll_wait: %s", strerror(errno));
@@ -375,6 +380,7 @@ int main(int argc, char **argv)
 	parse_args(argc, argv, &f->cfg);
 	kv_log_init(PROG, f->cfg.pool, 0, f->cfg.verbose);
 	f->start_ms = kv_mono_ms();
+	front_clock(f);
 	if (f->cfg.key_file) {
 		char why[512];
 
@@ -443,6 +449,7 @@ out_pool:
 		close(f->lfd);
 	front_pool_close(f);
 out:
+	cmd_cache_drain(f);
 	if (ready_written)
 		unlink(f->cfg.ready_file);
 	if (pid_written)

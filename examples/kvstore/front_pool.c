@@ -133,6 +133,7 @@ void front_pool_completions(struct front *f)
 	bool evfd;
 	uint64_t n;
 
+	front_clock(f);
 	/* The eventfd first, then the list: a completion posted in between
 	 * finds done_signalled still set and is taken below. */
 	pthread_mutex_lock(&f->done_lock);
