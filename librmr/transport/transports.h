@@ -9,6 +9,14 @@
 
 /* libfabric: providers "tcp" (default), "shm", "verbs". */
 extern const struct rmr_transport_ops rmr_fabric_transport_ops;
+/* What the libfabric transport did, for tests and status. */
+struct rmr_fabric_stats {
+	unsigned long long bundles_sent;     /* provider messages carrying several */
+	unsigned long long bundled_msgs;     /* messages sent in them */
+	unsigned long long bundles_received;
+};
+/* The counters of a fabric instance (@p tp from its create). */
+void rmr_fabric_stats(void *tp, struct rmr_fabric_stats *out);
 /* In-process transport for tests: addresses are names within one process. */
 extern const struct rmr_transport_ops rmr_mem_transport_ops;
 /*

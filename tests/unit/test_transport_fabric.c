@@ -587,6 +587,270 @@ START_TEST(tcp_inflight_on_close)
 }
 END_TEST
 
+/* --- tcp bundles --------------------------------------------------------------- */
+
+/* Sizes that go in bundles (at most 16 KiB), odd ones included. */
+static size_t small_len(unsigned i)
+{
+	static const size_t lens[] = { 1, 4096 + 64, 16 * 1024, 77, 4096, 8191, 100, 13 };
+
+	return lens[i % (sizeof(lens) / sizeof(lens[0]))];
+}
+
+static struct rmr_fabric_stats stats_of(struct peer *p)
+{
+	struct rmr_fabric_stats st;
+
+	rmr_fabric_stats(p->tp, &st);
+	return st;
+}
+
+/*
+ * TX_DEPTH small messages sent in one turn go as one bundle; each arrives
+ * alone, in order, in a buffer the core may fill to max_msg and answer
+ * from; a large message after them waits for them.
+ */
+START_TEST(tcp_bundle_small_sends)
+{
+	char addr[64];
+	struct tconn *ctc, *stc;
+	struct tslot slots[TX_DEPTH];
+	struct rmr_fabric_stats cs, ss;
+	unsigned i, round;
+
+	listen_tcp(&srv, addr, sizeof(addr));
+	ctc = connect_pair(&srv, &cli, addr, &stc);
+	for (i = 0; i < TX_DEPTH; i++) {
+		slots[i].buf = malloc(MAX_MSG);
+		ck_assert_ptr_nonnull(slots[i].buf);
+	}
+	for (round = 0; round < 3; round++) {
+		unsigned base = round * TX_DEPTH;
+
+		/* The last one of round 1 is large: the three before it go first. */
+		for (i = 0; i < TX_DEPTH; i++) {
+			size_t len = round == 1 && i == TX_DEPTH - 1 ? MAX_MSG : small_len(base + i);
+
+			fill(slots[i].buf, len, base + i);
+			ck_assert_int_eq(send_pieces(&cli, ctc, &slots[i], len, 1 + (int)(i % 4)), 0);
+		}
+		PUMP_UNTIL(&srv, &cli, ctc->inflight == 0 && stc->rx_tail - stc->rx_head == TX_DEPTH);
+		ck_assert_uint_eq(ctc->send_err, 0);
+		for (i = 0; i < TX_DEPTH; i++) {
+			struct tmsg *m = &stc->rxq[(stc->rx_head + i) % RXQ];
+			size_t len = round == 1 && i == TX_DEPTH - 1 ? MAX_MSG : small_len(base + i);
+
+			ck_assert_uint_eq(m->len, len);
+			ck_assert_msg(check_pattern(m->buf, m->len, base + i),
+				      "message %u corrupt or out of order", base + i);
+		}
+		/* The core may use all of a lent buffer (ASan sees a short one). */
+		for (i = 0; i < TX_DEPTH; i++)
+			memset(stc->rxq[(stc->rx_head + i) % RXQ].buf, 0xa5, MAX_MSG);
+		for (i = 0; i < TX_DEPTH; i++)
+			release_msg(&srv, stc);
+	}
+	cs = stats_of(&cli);
+	ss = stats_of(&srv);
+	/* Rounds 0 and 2 whole, round 1 its first three. */
+	ck_assert_uint_eq(cs.bundles_sent, 3);
+	ck_assert_uint_eq(cs.bundled_msgs, 3 * TX_DEPTH - 1);
+	ck_assert_uint_eq(ss.bundles_received, 3);
+
+	/* Answers from lent buffers go in bundles too. */
+	for (i = 0; i < TX_DEPTH; i++) {
+		fill(slots[i].buf, small_len(i), 500 + i);
+		ck_assert_int_eq(send_pieces(&cli, ctc, &slots[i], small_len(i), 1), 0);
+	}
+	PUMP_UNTIL(&srv, &cli, stc->rx_tail - stc->rx_head == TX_DEPTH);
+	{
+		struct tslot r[TX_DEPTH];
+
+		for (i = 0; i < TX_DEPTH; i++) {
+			struct tmsg *m = &stc->rxq[(stc->rx_head + i) % RXQ];
+			struct iovec echo = { m->buf, m->len };
+
+			r[i] = (struct tslot){ .busy = true, .tc = stc };
+			stc->inflight++;
+			ck_assert_int_eq(ops->send(srv.tp, stc->conn, &echo, 1, &r[i]), 0);
+		}
+		PUMP_UNTIL(&srv, &cli, stc->inflight == 0 && ctc->rx_tail - ctc->rx_head == TX_DEPTH);
+	}
+	for (i = 0; i < TX_DEPTH; i++) {
+		struct tmsg *m = next_msg(ctc);
+
+		ck_assert_uint_eq(m->len, small_len(i));
+		ck_assert(check_pattern(m->buf, m->len, 500 + i));
+		release_msg(&cli, ctc);
+		release_msg(&srv, stc);
+	}
+	ck_assert_uint_eq(stats_of(&srv).bundles_sent, 1);
+	stream(&srv, &cli, ctc, stc);
+	close_one_side(&srv, &cli, ctc, stc);
+	for (i = 0; i < TX_DEPTH; i++)
+		free(slots[i].buf);
+}
+END_TEST
+
+/*
+ * A receiver that keeps every buffer: bundles keep coming (their sends
+ * complete once written), but no more than rx_depth messages are lent at
+ * once; the rest waits, in order, until buffers come back.
+ */
+START_TEST(tcp_bundle_backpressure)
+{
+	enum { N = RX_DEPTH * 4 };
+	char addr[64];
+	struct tconn *ctc, *stc;
+	struct tslot slots[TX_DEPTH];
+	unsigned sent = 0, got = 0, i;
+	struct timespec d;
+
+	listen_tcp(&srv, addr, sizeof(addr));
+	ctc = connect_pair(&srv, &cli, addr, &stc);
+	for (i = 0; i < TX_DEPTH; i++) {
+		slots[i] = (struct tslot){ .buf = malloc(MAX_MSG) };
+		ck_assert_ptr_nonnull(slots[i].buf);
+	}
+	/* Hold everything: at most rx_depth arrive, however long we wait. */
+	d = deadline_in(TIMEOUT_MS);
+	while (sent < N && !passed(&d)) {
+		for (i = 0; i < TX_DEPTH && sent < N; i++) {
+			if (slots[i].busy)
+				continue;
+			fill(slots[i].buf, small_len(sent), 2000 + sent);
+			ck_assert_int_eq(send_pieces(&cli, ctc, &slots[i], small_len(sent), 2), 0);
+			sent++;
+		}
+		progress2(&srv, &cli);
+		ck_assert_uint_le(stc->rx_tail - stc->rx_head, RX_DEPTH);
+		if (stc->rx_tail - stc->rx_head == RX_DEPTH && sent >= 2 * RX_DEPTH)
+			break;
+	}
+	ck_assert_uint_eq(stc->rx_tail - stc->rx_head, RX_DEPTH);
+	d = deadline_in(200);
+	while (!passed(&d))
+		progress2(&srv, &cli);
+	ck_assert_uint_eq(stc->rx_tail - stc->rx_head, RX_DEPTH);
+	/* Give back one at a time: the rest comes, in order. */
+	d = deadline_in(TIMEOUT_MS);
+	while (got < N) {
+		struct tmsg *m;
+
+		ck_assert_msg(!passed(&d), "stalled: sent %u, received %u", sent, got);
+		for (i = 0; i < TX_DEPTH && sent < N; i++) {
+			if (slots[i].busy)
+				continue;
+			fill(slots[i].buf, small_len(sent), 2000 + sent);
+			ck_assert_int_eq(send_pieces(&cli, ctc, &slots[i], small_len(sent), 2), 0);
+			sent++;
+		}
+		progress2(&srv, &cli);
+		if ((m = next_msg(stc))) {
+			ck_assert_uint_eq(m->len, small_len(got));
+			ck_assert_msg(check_pattern(m->buf, m->len, 2000 + got),
+				      "message %u corrupt or out of order", got);
+			release_msg(&srv, stc);
+			got++;
+		}
+	}
+	ck_assert_uint_gt(stats_of(&srv).bundles_received, 0);
+	PUMP_UNTIL(&srv, &cli, ctc->inflight == 0);
+	ck_assert_uint_eq(ctc->send_err, 0);
+	close_one_side(&srv, &cli, ctc, stc);
+	for (i = 0; i < TX_DEPTH; i++)
+		free(slots[i].buf);
+}
+END_TEST
+
+/* TX_DEPTH messages of 64 bytes, sent without progress: they wait for the turn's end. */
+static void send_tiny(struct tconn *ctc, struct tslot *slots)
+{
+	for (unsigned i = 0; i < TX_DEPTH; i++) {
+		slots[i] = (struct tslot){ .buf = calloc(1, 64) };
+		ck_assert_int_eq(send_pieces(&cli, ctc, &slots[i], 64, 1), 0);
+	}
+}
+
+static void free_slots(struct tslot *slots)
+{
+	for (unsigned i = 0; i < TX_DEPTH; i++)
+		free(slots[i].buf);
+}
+
+/* Small sends not yet out when the peer goes: each gets its send_done, then closed(). */
+START_TEST(tcp_bundle_peer_gone)
+{
+	char addr[64];
+	struct tconn *ctc, *stc;
+	struct tslot slots[TX_DEPTH];
+
+	listen_tcp(&srv, addr, sizeof(addr));
+	ctc = connect_pair(&srv, &cli, addr, &stc);
+	ops->close(srv.tp, stc->conn);
+	peer_destroy(&srv);
+	send_tiny(ctc, slots);
+	PUMP_UNTIL(NULL, &cli, ctc->closed);
+	ck_assert_uint_eq(ctc->inflight, 0);
+	ck_assert_uint_eq(ctc->send_ok + ctc->send_err, TX_DEPTH);
+	ops->close(cli.tp, ctc->conn);
+	free_slots(slots);
+}
+END_TEST
+
+/* Small sends still waiting when the core closes: dropped, no upcall. */
+START_TEST(tcp_bundle_closed_with_small_sends)
+{
+	char addr[64];
+	struct tconn *ctc, *stc;
+	struct tslot slots[TX_DEPTH];
+
+	listen_tcp(&srv, addr, sizeof(addr));
+	ctc = connect_pair(&srv, &cli, addr, &stc);
+	send_tiny(ctc, slots);
+	ops->close(cli.tp, ctc->conn);
+	ctc->closed = true; /* ev_send_done and ev_closed assert on any upcall now */
+	PUMP_UNTIL(&srv, &cli, stc->closed);
+	ck_assert_uint_eq(ctc->inflight, TX_DEPTH);
+	ops->close(srv.tp, stc->conn);
+	free_slots(slots);
+}
+END_TEST
+
+/* A peer whose max_msg cannot hold two of the largest small messages gets none. */
+START_TEST(tcp_bundle_small_peer)
+{
+	struct rmr_transport_params params = {
+		.size = sizeof(params), .provider = "tcp", .max_msg = 8192,
+		.rx_depth = RX_DEPTH, .tx_depth = TX_DEPTH, .name = "small srv",
+	};
+	char addr[64];
+	struct tconn *ctc, *stc;
+	struct tslot slots[TX_DEPTH];
+	unsigned i;
+
+	peer_destroy(&srv);
+	memset(&srv, 0, sizeof(srv));
+	ck_assert_int_eq(ops->create(&params, &events, &srv, &srv.tp), 0);
+	listen_tcp(&srv, addr, sizeof(addr));
+	ctc = connect_pair(&srv, &cli, addr, &stc);
+	for (i = 0; i < TX_DEPTH; i++) {
+		slots[i] = (struct tslot){ .buf = malloc(4096) };
+		fill(slots[i].buf, 4096, 3000 + i);
+		ck_assert_int_eq(send_pieces(&cli, ctc, &slots[i], 4096, 1), 0);
+	}
+	PUMP_UNTIL(&srv, &cli, ctc->inflight == 0 && stc->rx_tail - stc->rx_head == TX_DEPTH);
+	for (i = 0; i < TX_DEPTH; i++) {
+		ck_assert(check_pattern(next_msg(stc)->buf, 4096, 3000 + i));
+		release_msg(&srv, stc);
+	}
+	ck_assert_uint_eq(stats_of(&cli).bundles_sent, 0);
+	close_one_side(&srv, &cli, ctc, stc);
+	for (i = 0; i < TX_DEPTH; i++)
+		free(slots[i].buf);
+}
+END_TEST
+
 START_TEST(tcp_connect_refused)
 {
 	char addr[64];
@@ -963,6 +1227,11 @@ int main(void)
 		tcase_add_test(tc, tcp_listen_in_use);
 		tcase_add_test(tc, tcp_bad_addresses);
 		tcase_add_test(tc, tcp_wait_fd);
+		tcase_add_test(tc, tcp_bundle_small_sends);
+		tcase_add_test(tc, tcp_bundle_backpressure);
+		tcase_add_test(tc, tcp_bundle_peer_gone);
+		tcase_add_test(tc, tcp_bundle_closed_with_small_sends);
+		tcase_add_test(tc, tcp_bundle_small_peer);
 		suite_add_tcase(s, tc);
 	} else {
 		fprintf(stderr, "libfabric tcp provider unavailable: tcp cases skipped\n");

@@ -385,6 +385,7 @@ static void fab_close(void *arg, struct rmr_conn *conn)
 	}
 	for (i = 0; c->rx && i < tp->params.rx_depth; i++)
 		lent += c->rx[i].state == FAB_RX_LENT;
+	lent += c->spares_lent;
 	if (lent)
 		log_err("%s: conn %u closed with %u receive buffers still lent to the core",
 			tp->name, c->id, lent);
@@ -503,7 +504,8 @@ static bool fab_work_owed(struct fab_tp *tp)
 			continue;
 		}
 		if (c->state == FAB_CONN_FAILED || c->rx_repost_owed || c->ctl_owed ||
-		    (c->state == FAB_CONN_UP && c->held_head))
+		    (c->state == FAB_CONN_UP && c->held_head && !c->split) ||
+		    fab_bundle_split_owed(c))
 			return true;
 		if (tp->kind == FAB_KIND_SHM && c->state == FAB_CONN_CONNECTING)
 			return true; /* the handshake deadline is checked by progress */
@@ -518,6 +520,8 @@ static int fab_trywait(void *arg)
 	struct fab_conn *c;
 	int ret;
 
+	/* The small sends of this turn go before the loop sleeps. */
+	fab_bundle_flush_all(tp);
 	if (fab_work_owed(tp))
 		return -EAGAIN;
 	if (tp->epfd < 0)
@@ -587,6 +591,8 @@ static int fab_progress(void *arg)
 	}
 	tp->in_progress = true;
 	tp->events = 0;
+	/* Sends made since the last call (the core's timers, its consumers). */
+	fab_bundle_flush_all(tp);
 	eqs = fab_eq_turn(tp);
 	for (l = tp->listeners; l; l = l->next) {
 		if (tp->kind == FAB_KIND_SHM)
@@ -616,6 +622,8 @@ static int fab_progress(void *arg)
 			fab_conn_handle_cq(c, false);
 		if (tp->kind == FAB_KIND_SHM && c->state != FAB_CONN_CLOSED)
 			fab_shm_conn_progress(c);
+		if (c->state == FAB_CONN_UP && (c->split || c->held_head))
+			fab_conn_resume_rx(c);
 		if (c->state == FAB_CONN_UP)
 			fab_conn_flush_pending(c);
 		if (c->rx_repost_owed && (c->state == FAB_CONN_UP || c->state == FAB_CONN_CONNECTING ||
@@ -624,6 +632,8 @@ static int fab_progress(void *arg)
 		if (c->state == FAB_CONN_FAILED)
 			fab_conn_finish_failure(c);
 	}
+	/* The upcalls' small sends, a bundle per connection. */
+	fab_bundle_flush_all(tp);
 	tp->in_progress = false;
 	if (eq_events > 0)
 		tp->eq_due_ns = 0; /* events come in bursts (and a listener reads a few at a time) */

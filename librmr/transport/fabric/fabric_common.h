@@ -7,6 +7,8 @@
  *   fabric_msg.c  FI_EP_MSG providers (tcp, verbs): fi_listen/fi_accept/fi_connect
  *   fabric_shm.c  FI_EP_RDM provider shm, with connections emulated by a small
  *                 handshake carried in CQ-data control messages
+ *   fabric_bundle.c tcp: the small messages of one loop turn to one peer go
+ *                 as one provider message (a bundle)
  *
  * Design, from shared/reference/libfabric-nbd.md:
  * - Every connection owns its endpoint, CQ and EQ (MSG) or AV (shm). Closing a
@@ -40,6 +42,8 @@
 
 #include <rmr/transport.h>
 
+#include "transport/transports.h"
+
 struct fab_conn;
 /* Watch the peer process @pid (shm); see fab_conn.peer_pidfd. */
 void fab_conn_watch_peer(struct fab_conn *c, pid_t pid);
@@ -53,6 +57,10 @@ bool fab_conn_peer_dead(const struct fab_conn *c);
 #define FAB_CQ_BATCH 16      /* completions read per fi_cq_read */
 #define FAB_CQ_BUDGET 256    /* completions handled per connection per progress */
 #define FAB_EQ_POLL_NS 1000000ull /* a busy loop reads settled EQs this often (fab_eq_turn) */
+#define FAB_BUNDLE_BYTES (64u * 1024) /* largest bundle */
+#define FAB_BUNDLE_MSG_MAX (16u * 1024) /* largest message that goes in one */
+#define FAB_BUNDLES 4        /* bundles in flight per connection */
+#define FAB_BUNDLE_DATA 0x524d5242u /* CQ data that marks a bundle ("RMRB") */
 
 enum fab_kind {
 	FAB_KIND_MSG, /* tcp, verbs: provider connections */
@@ -91,7 +99,7 @@ enum fab_conn_state {
 #undef FAB_X
 };
 
-enum fab_op_kind { FAB_OP_RX, FAB_OP_TX };
+enum fab_op_kind { FAB_OP_RX, FAB_OP_TX, FAB_OP_BUNDLE };
 
 /* Head of every operation we hand to libfabric. */
 struct fab_op {
@@ -105,6 +113,7 @@ enum fab_rx_state {
 	FAB_RX_POSTED, /* owned by the provider */
 	FAB_RX_HELD,   /* arrived before the connection was announced up */
 	FAB_RX_LENT,   /* owned by the core until recv_release */
+	FAB_RX_SPLIT,  /* a bundle whose messages are being lent out */
 };
 
 struct fab_rx {
@@ -113,7 +122,9 @@ struct fab_rx {
 	size_t len;           /* received length while HELD */
 	enum fab_rx_state state;
 	bool repost;          /* released but fi_recv said EAGAIN: retry */
-	struct fab_rx *next;  /* held list */
+	bool bundle;          /* HELD: it is a bundle */
+	bool spare;           /* a copy of a bundle's message, never posted */
+	struct fab_rx *next;  /* held list, free spares */
 };
 
 enum fab_tx_state {
@@ -122,6 +133,8 @@ enum fab_tx_state {
 	FAB_TX_POSTED,    /* owned by the provider */
 	FAB_TX_ABANDONED, /* failed towards the core while the provider may
 			   * still own it: kept until the endpoint is closed */
+	FAB_TX_DEFERRED,  /* small, waiting for the end of the turn (bundles) */
+	FAB_TX_BUNDLED,   /* copied into a bundle the provider owns */
 };
 
 struct fab_tx {
@@ -134,6 +147,15 @@ struct fab_tx {
 	int iovcnt;
 	void *bounce;        /* registered copy of the message (FI_MR_LOCAL) */
 	bool bounced;        /* this message was copied into it */
+};
+
+/* Several small messages sent as one (fabric_bundle.c). */
+struct fab_bundle {
+	struct fab_op op;
+	struct fab_bundle *next;   /* free list */
+	char *buf;                 /* FAB_BUNDLE_BYTES, allocated at first use */
+	size_t len;
+	struct fab_tx *head;       /* its messages, in order (linked by tx->next) */
 };
 
 struct fab_tp;
@@ -177,6 +199,21 @@ struct fab_conn {
 	struct fab_rx *held_tail;
 	unsigned tx_posted;
 	bool rx_repost_owed;
+
+	/* Bundles (tcp, when the peer said it reads them: fab_hello). */
+	size_t bundle_max;           /* largest bundle to send, 0 = none */
+	struct fab_tx *defer_head;   /* small sends of this turn, in order */
+	struct fab_tx *defer_tail;
+	unsigned ndefer;
+	size_t defer_bytes;          /* their size as a bundle */
+	struct fab_bundle bundles[FAB_BUNDLES];
+	struct fab_bundle *bundle_free;
+	struct fab_rx *split;        /* a received bundle being lent out */
+	size_t split_off, split_len;
+	struct fab_rx *spares;       /* rx_depth of them; buffers allocated at first use */
+	unsigned nspares;            /* used so far */
+	unsigned spares_lent;
+	struct fab_rx *spare_free;
 
 	/* shm handshake */
 	uint64_t cookie;
@@ -240,6 +277,8 @@ struct fab_tp {
 	bool in_progress;             /* inside progress(): defer frees */
 	bool reap_owed;               /* closed connections to free */
 	bool work_owed;               /* failures/reposts/handshakes to finish */
+	bool defer_owed;              /* a connection has small sends waiting */
+	struct rmr_fabric_stats stats;
 	int events;                   /* counted by the current progress call */
 	uint64_t eq_due_ns;           /* MSG: read the EQs of listeners and live connections from then */
 };
@@ -272,6 +311,7 @@ void fab_conn_discard(struct fab_conn *c);
 void fab_conn_teardown(struct fab_conn *c);
 void fab_conn_fail(struct fab_conn *c, int reason, const char *why);
 void fab_conn_up(struct fab_conn *c);
+void fab_conn_resume_rx(struct fab_conn *c);
 void fab_conn_handle_cq(struct fab_conn *c, bool all);
 void fab_conn_free(struct fab_conn *c);
 void fab_conn_unlink(struct fab_conn *c);
@@ -286,6 +326,29 @@ int fab_rx_post(struct fab_conn *c, struct fab_rx *rx);
 int fab_deadline_passed(const struct timespec *deadline);
 void fab_deadline_set(struct timespec *deadline, unsigned ms);
 void fab_close_fid(struct fab_tp *tp, struct fid *fid, const char *what);
+
+/* fabric_bundle.c */
+/* Connection data: what this end tells the peer when connecting or accepting. */
+#define FAB_HELLO_LEN 12
+void fab_hello_encode(const struct fab_tp *tp, uint8_t out[FAB_HELLO_LEN]);
+/* What the peer told: bundles to it are on from now if it reads them. */
+void fab_hello_apply(struct fab_conn *c, const void *data, size_t len);
+/* @p tx (@p len bytes) may wait for the end of the turn: true if it does. */
+bool fab_bundle_defer(struct fab_conn *c, struct fab_tx *tx, size_t len);
+/* Send @p c's waiting small sends: as one bundle if more than one. */
+void fab_bundle_flush(struct fab_conn *c);
+/* Every connection's (end of a progress call, before a sleep). */
+void fab_bundle_flush_all(struct fab_tp *tp);
+void fab_bundle_done(struct fab_conn *c, struct fab_bundle *b, int status);
+/* Lend the messages of the bundle in @p rx, as far as spares allow. */
+void fab_bundle_split(struct fab_conn *c, struct fab_rx *rx, size_t len);
+void fab_bundle_split_resume(struct fab_conn *c);
+bool fab_bundle_split_owed(const struct fab_conn *c);
+void fab_bundle_spare_release(struct fab_conn *c, struct fab_rx *rx);
+/* A sent or queued send of @p c, as if fab_send had just taken it. */
+void fab_conn_post_or_queue(struct fab_conn *c, struct fab_tx *tx);
+void fab_rx_done(struct fab_conn *c, struct fab_rx *rx);
+void fab_bundle_free(struct fab_conn *c);
 
 /* fabric_msg.c */
 int fab_msg_listen(struct fab_tp *tp, const char *addr);

@@ -150,6 +150,14 @@ int fab_conn_setup_buffers(struct fab_conn *c)
 			tx->next = c->tx_free;
 			c->tx_free = tx;
 		}
+		for (i = FAB_BUNDLES; i-- > 0;) {
+			struct fab_bundle *b = &c->bundles[i];
+
+			b->op.conn = c;
+			b->op.kind = FAB_OP_BUNDLE;
+			b->next = c->bundle_free;
+			c->bundle_free = b;
+		}
 	}
 	if (mr_local && c->ep && !c->rx_mr) {
 		/* FI_MR_ALLOCATED: register only pages that are backed. */
@@ -238,6 +246,7 @@ void fab_conn_free(struct fab_conn *c)
 {
 	if (c->peer_pidfd >= 0)
 		close(c->peer_pidfd);
+	fab_bundle_free(c);
 	free(c->rx_mem);
 	free(c->tx_mem);
 	free(c->rx);
@@ -319,6 +328,21 @@ bool fab_conn_finish_failure(struct fab_conn *c)
 		rx->state = FAB_RX_IDLE;
 	}
 	c->held_tail = NULL;
+	if (c->split) {
+		c->split->state = FAB_RX_IDLE;
+		c->split = NULL;
+	}
+	/* Sends waiting for the end of the turn are newer than the queued ones. */
+	if (c->defer_head) {
+		if (c->pend_tail)
+			c->pend_tail->next = c->defer_head;
+		else
+			c->pend_head = c->defer_head;
+		c->pend_tail = c->defer_tail;
+		c->defer_head = c->defer_tail = NULL;
+		c->ndefer = 0;
+		c->defer_bytes = 0;
+	}
 	/* Queued sends never reached the provider: fail them, oldest first. */
 	while (c->pend_head) {
 		struct fab_tx *tx = c->pend_head;
@@ -343,7 +367,7 @@ bool fab_conn_finish_failure(struct fab_conn *c)
 	for (i = 0; c->tx && i < tp->params.tx_depth; i++) {
 		struct fab_tx *tx = &c->tx[i];
 
-		if (tx->state != FAB_TX_POSTED)
+		if (tx->state != FAB_TX_POSTED && tx->state != FAB_TX_BUNDLED)
 			continue;
 		tx->state = FAB_TX_ABANDONED;
 		tp->events++;
@@ -426,7 +450,6 @@ static void fab_conn_deliver(struct fab_conn *c, struct fab_rx *rx, size_t len)
 void fab_conn_up(struct fab_conn *c)
 {
 	struct fab_tp *tp = c->tp;
-	struct fab_rx *rx;
 
 	fab_conn_set_state(c, FAB_CONN_UP, "connected");
 	log_info("%s: conn %u (%s): connected", tp->name, c->id, c->peer);
@@ -437,18 +460,33 @@ void fab_conn_up(struct fab_conn *c)
 			return;
 	}
 	fab_conn_flush_pending(c);
-	while (c->state == FAB_CONN_UP && (rx = c->held_head)) {
+	if (c->state == FAB_CONN_UP)
+		fab_conn_resume_rx(c);
+}
+
+/* Go on lending what waits behind a bundle being split (up connections). */
+void fab_conn_resume_rx(struct fab_conn *c)
+{
+	struct fab_rx *rx;
+
+	if (c->split)
+		fab_bundle_split_resume(c);
+	while (c->state == FAB_CONN_UP && !c->split && (rx = c->held_head)) {
 		c->held_head = rx->next;
 		if (!c->held_head)
 			c->held_tail = NULL;
-		fab_conn_deliver(c, rx, rx->len);
+		if (rx->bundle)
+			fab_bundle_split(c, rx, rx->len);
+		else
+			fab_conn_deliver(c, rx, rx->len);
 	}
 }
 
-static void fab_conn_hold(struct fab_conn *c, struct fab_rx *rx, size_t len)
+static void fab_conn_hold(struct fab_conn *c, struct fab_rx *rx, size_t len, bool bundle)
 {
 	rx->state = FAB_RX_HELD;
 	rx->len = len;
+	rx->bundle = bundle;
 	rx->next = NULL;
 	if (c->held_tail)
 		c->held_tail->next = rx;
@@ -460,20 +498,35 @@ static void fab_conn_hold(struct fab_conn *c, struct fab_rx *rx, size_t len)
 static void fab_conn_handle_rx(struct fab_conn *c, struct fab_rx *rx, size_t len, uint64_t flags,
 			       uint64_t data)
 {
+	bool bundle = false;
+
 	rx->state = FAB_RX_IDLE;
-	if (c->tp->kind == FAB_KIND_SHM && (flags & FI_REMOTE_CQ_DATA)) {
-		/* shm control message (handshake, goodbye), never data. */
-		fab_shm_handle_ctl(c, rx, len, data);
-		return;
+	if (flags & FI_REMOTE_CQ_DATA) {
+		if (c->tp->kind == FAB_KIND_SHM) {
+			/* shm control message (handshake, goodbye), never data. */
+			fab_shm_handle_ctl(c, rx, len, data);
+			return;
+		}
+		if (data != FAB_BUNDLE_DATA) {
+			fab_conn_fail(c, -EPROTO, "unknown remote CQ data");
+			return;
+		}
+		bundle = true;
 	}
 	switch (c->state) {
 	case FAB_CONN_UP:
-		fab_conn_deliver(c, rx, len);
+		/* Behind a bundle still being lent out: wait in the held list. */
+		if (c->split || c->held_head)
+			fab_conn_hold(c, rx, len, bundle);
+		else if (bundle)
+			fab_bundle_split(c, rx, len);
+		else
+			fab_conn_deliver(c, rx, len);
 		return;
 	case FAB_CONN_CONNECTING:
 	case FAB_CONN_ACCEPTING:
 		/* The data overtook the connected event: keep it for fab_conn_up. */
-		fab_conn_hold(c, rx, len);
+		fab_conn_hold(c, rx, len, bundle);
 		return;
 	case FAB_CONN_FAILED:
 	case FAB_CONN_DEAD:
@@ -526,7 +579,10 @@ static void fab_conn_handle_cq_error(struct fab_conn *c)
 		fab_conn_fail(c, reason, "completion error");
 		return;
 	}
-	if (op->kind == FAB_OP_RX) {
+	if (op->kind == FAB_OP_BUNDLE) {
+		fab_conn_fail(c, reason, ee.err == FI_ECANCELED ? "send flushed" : "send failed");
+		fab_bundle_done(c, (struct fab_bundle *)op, c->fail_reason);
+	} else if (op->kind == FAB_OP_RX) {
 		struct fab_rx *rx = (struct fab_rx *)op;
 
 		rx->state = FAB_RX_IDLE;
@@ -582,12 +638,16 @@ void fab_conn_handle_cq(struct fab_conn *c, bool all)
 			if (op->kind == FAB_OP_RX)
 				fab_conn_handle_rx(c, (struct fab_rx *)op, e[i].len, e[i].flags,
 						   e[i].data);
+			else if (op->kind == FAB_OP_BUNDLE)
+				fab_bundle_done(c, (struct fab_bundle *)op, 0);
 			else
 				fab_conn_handle_tx(c, (struct fab_tx *)op);
 		}
 		done += (unsigned)n;
 	}
 }
+
+static void fab_conn_queue(struct fab_conn *c, struct fab_tx *tx);
 
 int fab_send(void *arg, struct rmr_conn *conn, const struct iovec *iov, int iovcnt,
 		    void *op_ctx)
@@ -649,6 +709,10 @@ int fab_send(void *arg, struct rmr_conn *conn, const struct iovec *iov, int iovc
 			tx->iov[i] = iov[i];
 		tx->iovcnt = iovcnt;
 	}
+	if (fab_bundle_defer(c, tx, total))
+		return 0;
+	/* After the small ones before it. */
+	fab_bundle_flush(c);
 	if (c->state == FAB_CONN_UP && !c->pend_head) {
 		ret = fab_tx_post(c, tx);
 		if (!ret)
@@ -662,15 +726,45 @@ int fab_send(void *arg, struct rmr_conn *conn, const struct iovec *iov, int iovc
 			fab_conn_fail(c, fab_errno(ret), "fi_sendmsg failed");
 			return c->fail_reason;
 		}
+	} else if (c->state == FAB_CONN_FAILED) {
+		/* The flush just failed it. */
+		tx->state = FAB_TX_FREE;
+		tx->next = c->tx_free;
+		c->tx_free = tx;
+		return c->fail_reason;
 	}
-	/* Not connected yet or the provider pushed back: progress retries. */
+	fab_conn_queue(c, tx);
+	return 0;
+}
+
+/* Not connected yet or the provider pushed back: progress retries. */
+static void fab_conn_queue(struct fab_conn *c, struct fab_tx *tx)
+{
 	tx->state = FAB_TX_QUEUED;
+	tx->next = NULL;
 	if (c->pend_tail)
 		c->pend_tail->next = tx;
 	else
 		c->pend_head = tx;
 	c->pend_tail = tx;
-	return 0;
+}
+
+/*
+ * A send fab_send already accepted (a deferred one): post it, or queue it.
+ * If the connection failed, the queue's send_done upcalls report it.
+ */
+void fab_conn_post_or_queue(struct fab_conn *c, struct fab_tx *tx)
+{
+	int ret;
+
+	if (c->state == FAB_CONN_UP && !c->pend_head) {
+		ret = fab_tx_post(c, tx);
+		if (!ret)
+			return;
+		if (ret != -FI_EAGAIN)
+			fab_conn_fail(c, fab_errno(ret), "fi_sendmsg failed");
+	}
+	fab_conn_queue(c, tx);
 }
 
 void fab_recv_release(void *arg, struct rmr_conn *conn, void *rx_arg)
@@ -678,12 +772,22 @@ void fab_recv_release(void *arg, struct rmr_conn *conn, void *rx_arg)
 	struct fab_tp *tp = arg;
 	struct fab_conn *c = fab_conn_of(conn);
 	struct fab_rx *rx = rx_arg;
-	int ret;
 
 	if (rx->state != FAB_RX_LENT || rx->op.conn != c) {
 		log_err("%s: conn %u: recv_release of a buffer not lent on it", tp->name, c->id);
 		return;
 	}
+	if (rx->spare)
+		fab_bundle_spare_release(c, rx);
+	else
+		fab_rx_done(c, rx);
+}
+
+/* A posted buffer is free again (released, or its bundle all lent): post it. */
+void fab_rx_done(struct fab_conn *c, struct fab_rx *rx)
+{
+	int ret;
+
 	rx->state = FAB_RX_IDLE;
 	if (c->state != FAB_CONN_UP)
 		return; /* a dead connection does not receive any more */

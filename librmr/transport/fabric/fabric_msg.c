@@ -21,6 +21,12 @@
 
 #define FAB_EQ_BUDGET 64 /* listener events handled per progress */
 
+/* A connection event with the connection data the peer sent (fab_hello). */
+struct fab_cm_event {
+	struct fi_eq_cm_entry entry;
+	uint8_t data[64];
+};
+
 /*
  * Split "HOST:PORT" and resolve HOST to dotted IPv4, so that bad addresses
  * fail here with a clear reason rather than deep inside the provider.
@@ -189,7 +195,10 @@ int fab_msg_connect(struct fab_tp *tp, const char *addr, void *conn_ctx, struct 
 	c->ctx = conn_ctx;
 	ret = fab_msg_conn_open(c, info);
 	if (!ret) {
-		ret = fi_connect(c->ep, info->dest_addr, NULL, 0);
+		uint8_t hello[FAB_HELLO_LEN];
+
+		fab_hello_encode(tp, hello);
+		ret = fi_connect(c->ep, info->dest_addr, hello, sizeof(hello));
 		if (ret) {
 			log_err("%s: conn %u: fi_connect(%s): %s", tp->name, c->id, addr,
 				fab_strerror(ret));
@@ -251,12 +260,12 @@ static void fab_msg_conn_eq_error(struct fab_conn *c)
 /* Connection events of @p c: connected, shut down, failed. */
 void fab_msg_conn_progress_eq(struct fab_conn *c)
 {
-	struct fi_eq_cm_entry entry;
+	struct fab_cm_event ev;
 	uint32_t event;
 
 	while (c->state == FAB_CONN_CONNECTING || c->state == FAB_CONN_ACCEPTING ||
 	       c->state == FAB_CONN_UP) {
-		ssize_t n = fi_eq_read(c->eq, &event, &entry, sizeof(entry), 0);
+		ssize_t n = fi_eq_read(c->eq, &event, &ev, sizeof(ev), 0);
 
 		if (n == -FI_EAGAIN)
 			return;
@@ -271,8 +280,12 @@ void fab_msg_conn_progress_eq(struct fab_conn *c)
 		c->tp->events++;
 		switch (event) {
 		case FI_CONNECTED:
-			if (c->state != FAB_CONN_UP)
-				fab_conn_up(c);
+			if (c->state == FAB_CONN_UP)
+				break;
+			/* The acceptor's connection data (the acceptor read ours from the request). */
+			if (c->outgoing && (size_t)n > sizeof(ev.entry))
+				fab_hello_apply(c, ev.data, (size_t)n - sizeof(ev.entry));
+			fab_conn_up(c);
 			break;
 		case FI_SHUTDOWN:
 			/* Deliver what arrived before the peer left, then fail. */
@@ -304,7 +317,8 @@ static void fab_msg_peer_name(struct fi_info *info, char *out, size_t len)
  * request takes over its handle, which fi_reject frees (a use after free
  * under valgrind when both happen).
  */
-static void fab_msg_accept(struct fab_tp *tp, struct fab_listener *l, struct fi_info *info)
+static void fab_msg_accept(struct fab_tp *tp, struct fab_listener *l, struct fi_info *info,
+			   const void *hello, size_t hello_len)
 {
 	struct fab_domain *dom = NULL;
 	struct fab_conn *c;
@@ -343,7 +357,11 @@ static void fab_msg_accept(struct fab_tp *tp, struct fab_listener *l, struct fi_
 	}
 	ret = fab_msg_conn_open(c, info);
 	if (!ret) {
-		ret = fi_accept(c->ep, NULL, 0);
+		uint8_t mine[FAB_HELLO_LEN];
+
+		fab_hello_apply(c, hello, hello_len);
+		fab_hello_encode(tp, mine);
+		ret = fi_accept(c->ep, mine, sizeof(mine));
 		if (ret) {
 			log_err("%s: conn %u: fi_accept: %s", tp->name, c->id, fab_strerror(ret));
 			ret = fab_errno(ret);
@@ -368,13 +386,13 @@ reject:
 
 void fab_msg_listener_progress(struct fab_tp *tp, struct fab_listener *l)
 {
-	struct fi_eq_cm_entry entry;
+	struct fab_cm_event ev;
 	struct fi_eq_err_entry ee;
 	uint32_t event;
 	unsigned budget = FAB_EQ_BUDGET;
 
 	while (budget--) {
-		ssize_t n = fi_eq_read(l->eq, &event, &entry, sizeof(entry), 0);
+		ssize_t n = fi_eq_read(l->eq, &event, &ev, sizeof(ev), 0);
 
 		if (n == -FI_EAGAIN)
 			return;
@@ -392,8 +410,10 @@ void fab_msg_listener_progress(struct fab_tp *tp, struct fab_listener *l)
 		}
 		tp->events++;
 		if (event == FI_CONNREQ) {
-			fab_msg_accept(tp, l, entry.info);
-			fi_freeinfo(entry.info);
+			size_t hello_len = (size_t)n > sizeof(ev.entry) ? (size_t)n - sizeof(ev.entry) : 0;
+
+			fab_msg_accept(tp, l, ev.entry.info, ev.data, hello_len);
+			fi_freeinfo(ev.entry.info);
 		} else {
 			log_debug("%s: listener %s: ignoring event %u", tp->name, l->addr, event);
 		}
@@ -467,12 +487,12 @@ fail:
  */
 static void fab_msg_listener_drain(struct fab_listener *l)
 {
-	struct fi_eq_cm_entry entry;
+	struct fab_cm_event ev;
 	struct fi_eq_err_entry ee;
 	uint32_t event;
 
 	for (unsigned budget = FAB_EQ_BUDGET; budget; budget--) {
-		ssize_t n = fi_eq_read(l->eq, &event, &entry, sizeof(entry), 0);
+		ssize_t n = fi_eq_read(l->eq, &event, &ev, sizeof(ev), 0);
 
 		if (n == -FI_EAVAIL) {
 			memset(&ee, 0, sizeof(ee));
@@ -481,9 +501,9 @@ static void fab_msg_listener_drain(struct fab_listener *l)
 		}
 		if (n < 0)
 			return;
-		if (event == FI_CONNREQ && entry.info) {
-			fi_reject(l->pep, entry.info->handle, NULL, 0);
-			fi_freeinfo(entry.info);
+		if (event == FI_CONNREQ && ev.entry.info) {
+			fi_reject(l->pep, ev.entry.info->handle, NULL, 0);
+			fi_freeinfo(ev.entry.info);
 		}
 	}
 }
