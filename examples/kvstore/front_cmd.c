@@ -20,15 +20,16 @@
 #define CMD_SMALL_BYTES                                                          \
 	(sizeof(struct cmd) + sizeof(struct op) + 3 * sizeof(struct resp_arg) + 256)
 #define CMD_KEEP_REPLY 1024u /* the largest reply buffer a cached command keeps */
+#define CMD_CACHE_MAX 1024u
 #if defined(__SANITIZE_ADDRESS__)
-#define CMD_CACHE_MAX 0u
+#define CMD_CACHING false
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define CMD_CACHE_MAX 0u
+#define CMD_CACHING false
 #endif
 #endif
-#ifndef CMD_CACHE_MAX
-#define CMD_CACHE_MAX 1024u
+#ifndef CMD_CACHING
+#define CMD_CACHING true
 #endif
 
 /*
@@ -135,7 +136,7 @@ void cmd_free(struct cmd *cmd)
 
 	for (unsigned i = 0; i < cmd->nops; i++)
 		kv_buf_free(&cmd->ops[i].result);
-	if (cmd->small && f->ncmd_cache < CMD_CACHE_MAX) {
+	if (CMD_CACHING && cmd->small && f->ncmd_cache < CMD_CACHE_MAX) {
 		if (cmd->reply.oom || cmd->reply.cap > CMD_KEEP_REPLY)
 			kv_buf_free(&cmd->reply);
 		cmd->reply.len = 0;
