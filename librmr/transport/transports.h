@@ -4,6 +4,7 @@
 #define RMR_TRANSPORT_TRANSPORTS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include <rmr/transport.h>
 
@@ -17,6 +18,14 @@ struct rmr_fabric_stats {
 };
 /* The counters of a fabric instance (@p tp from its create). */
 void rmr_fabric_stats(void *tp, struct rmr_fabric_stats *out);
+/*
+ * A bundle's framing (docs/protocol.md): the message at *@p off of the
+ * bundle @p buf of @p len bytes, for a receiver of @p max_msg. @return 1
+ * (*@p msg, *@p msg_len set, *@p off moved past it), 0 at the end, or
+ * -EPROTO if the rest is malformed.
+ */
+int rmr_fabric_bundle_next(const void *buf, size_t len, size_t *off, size_t max_msg,
+			   const void **msg, size_t *msg_len);
 /* In-process transport for tests: addresses are names within one process. */
 extern const struct rmr_transport_ops rmr_mem_transport_ops;
 /*

@@ -1173,6 +1173,80 @@ static bool provider_available(const char *prov)
 	return true;
 }
 
+/* A bundle's framing, and every way a peer could get it wrong. */
+static size_t bundle_put(uint8_t *p, uint32_t len, uint32_t reserved, uint8_t fillc)
+{
+	size_t padded = (len + 7u) & ~7u;
+
+	for (unsigned i = 0; i < 4; i++) {
+		p[i] = (uint8_t)(len >> (8 * i));
+		p[4 + i] = (uint8_t)(reserved >> (8 * i));
+	}
+	memset(p + 8, fillc, len);
+	memset(p + 8 + len, 0, padded - len);
+	return 8 + padded;
+}
+
+static int bundle_walk(const uint8_t *buf, size_t len, size_t max_msg, unsigned *count)
+{
+	size_t off = 0, mlen;
+	const void *msg;
+	int ret;
+
+	*count = 0;
+	while ((ret = rmr_fabric_bundle_next(buf, len, &off, max_msg, &msg, &mlen)) == 1) {
+		ck_assert_ptr_eq(msg, buf + off - ((mlen + 7u) & ~(size_t)7u));
+		ck_assert_uint_le(off, len);
+		(*count)++;
+	}
+	return ret;
+}
+
+START_TEST(bundle_framing)
+{
+	uint8_t good[256], bad[64];
+	size_t len = 0, off, mlen;
+	const void *msg;
+	unsigned n;
+
+	len += bundle_put(good + len, 1, 0, 'a');
+	len += bundle_put(good + len, 13, 0, 'b');
+	len += bundle_put(good + len, 64, 0, 'c');
+	ck_assert_int_eq(bundle_walk(good, len, 4096, &n), 0);
+	ck_assert_uint_eq(n, 3);
+	off = 16;
+	ck_assert_int_eq(rmr_fabric_bundle_next(good, len, &off, 4096, &msg, &mlen), 1);
+	ck_assert_uint_eq(mlen, 13);
+	ck_assert_int_eq(((const uint8_t *)msg)[12], 'b');
+	/* Cut anywhere: it ends cleanly at a message boundary, else it is malformed. */
+	for (size_t cut = 0; cut < len; cut++) {
+		uint8_t *copy = malloc(cut ? cut : 1);
+		int ret;
+
+		memcpy(copy, good, cut);
+		ret = bundle_walk(copy, cut, 4096, &n);
+		if (cut == 0 || cut == 16 || cut == 40)
+			ck_assert_int_eq(ret, 0);
+		else
+			ck_assert_int_eq(ret, -EPROTO);
+		free(copy);
+	}
+	/* A message above the receiver's max_msg. */
+	ck_assert_int_eq(bundle_walk(good, len, 63, &n), -EPROTO);
+	ck_assert_uint_eq(n, 2);
+	/* Length 0, a reserved field set, a length past the end, a huge length. */
+	ck_assert_int_eq(bundle_walk(bad, bundle_put(bad, 0, 0, 0), 4096, &n), -EPROTO);
+	ck_assert_int_eq(bundle_walk(bad, bundle_put(bad, 8, 1, 'x'), 4096, &n), -EPROTO);
+	bundle_put(bad, 40, 0, 'y');
+	ck_assert_int_eq(bundle_walk(bad, 24, 4096, &n), -EPROTO);
+	memset(bad, 0xff, 8);
+	ck_assert_int_eq(bundle_walk(bad, sizeof(bad), UINT32_MAX, &n), -EPROTO);
+	/* An offset past the end is refused, not read. */
+	off = len + 1;
+	ck_assert_int_eq(rmr_fabric_bundle_next(good, len, &off, 4096, &msg, &mlen), -EPROTO);
+}
+END_TEST
+
 START_TEST(bad_params)
 {
 	struct rmr_transport_params params = {
@@ -1213,6 +1287,7 @@ int main(void)
 
 	tc = tcase_create("params");
 	tcase_add_test(tc, bad_params);
+	tcase_add_test(tc, bundle_framing);
 	suite_add_tcase(s, tc);
 	if (tcp) {
 		tc = tcase_create("tcp");

@@ -293,6 +293,30 @@ void fab_bundle_spare_release(struct fab_conn *c, struct fab_rx *rx)
 	c->spares_lent--; /* a split waiting for it resumes in progress (fab_bundle_split_owed) */
 }
 
+int rmr_fabric_bundle_next(const void *buf, size_t len, size_t *off, size_t max_msg,
+			   const void **msg, size_t *msg_len)
+{
+	const uint8_t *p;
+	size_t left;
+	uint32_t n;
+
+	if (*off > len)
+		return -EPROTO;
+	p = (const uint8_t *)buf + *off;
+	left = len - *off;
+	if (!left)
+		return 0;
+	if (left < FAB_SUB_HDR)
+		return -EPROTO;
+	n = get_le32(p);
+	if (!n || n > max_msg || get_le32(p + 4) || fab_sub_size(n) > left)
+		return -EPROTO;
+	*msg = p + FAB_SUB_HDR;
+	*msg_len = n;
+	*off += fab_sub_size(n);
+	return 1;
+}
+
 void fab_bundle_split(struct fab_conn *c, struct fab_rx *rx, size_t len)
 {
 	rx->state = FAB_RX_SPLIT;
@@ -300,6 +324,12 @@ void fab_bundle_split(struct fab_conn *c, struct fab_rx *rx, size_t len)
 	c->split_off = 0;
 	c->split_len = len;
 	c->tp->stats.bundles_received++;
+	if (len < FAB_SUB_HDR) {
+		c->split = NULL;
+		rx->state = FAB_RX_IDLE;
+		fab_conn_fail(c, -EPROTO, "empty bundle");
+		return;
+	}
 	fab_bundle_split_resume(c);
 }
 
@@ -315,21 +345,19 @@ void fab_bundle_split_resume(struct fab_conn *c)
 
 	while (c->split && c->state == FAB_CONN_UP) {
 		struct fab_rx *rx = c->split, *s;
-		const uint8_t *p = (const uint8_t *)rx->buf + c->split_off;
-		size_t left = c->split_len - c->split_off;
-		uint32_t len;
+		size_t off = c->split_off, len = 0;
+		const void *msg = NULL;
+		int ret = rmr_fabric_bundle_next(rx->buf, c->split_len, &off, tp->params.max_msg,
+						 &msg, &len);
 
-		if (!left) {
+		if (ret <= 0) {
 			c->split = NULL;
-			fab_rx_done(c, rx);
-			return;
-		}
-		len = left >= FAB_SUB_HDR ? get_le32(p) : 0;
-		if (left < FAB_SUB_HDR || !len || len > tp->params.max_msg ||
-		    fab_sub_size(len) > left) {
-			c->split = NULL;
+			if (!ret) {
+				fab_rx_done(c, rx);
+				return;
+			}
 			rx->state = FAB_RX_IDLE;
-			fab_conn_fail(c, -EPROTO, "malformed bundle");
+			fab_conn_fail(c, ret, "malformed bundle");
 			return;
 		}
 		s = fab_spare_get(c);
@@ -338,8 +366,8 @@ void fab_bundle_split_resume(struct fab_conn *c)
 				fab_conn_fail(c, -ENOMEM, "no memory for a bundle's messages");
 			return; /* the next release resumes it */
 		}
-		memcpy(s->buf, p + FAB_SUB_HDR, len);
-		c->split_off += fab_sub_size(len);
+		memcpy(s->buf, msg, len);
+		c->split_off = off;
 		s->state = FAB_RX_LENT;
 		c->spares_lent++;
 		tp->events++;
