@@ -21,10 +21,13 @@
 
 #define FAB_EQ_BUDGET 64 /* listener events handled per progress */
 
-/* A connection event with the connection data the peer sent (fab_hello). */
-struct fab_cm_event {
+/*
+ * A connection event with room for the connection data the peer sent
+ * (fab_hello), which fi_eq_read puts in entry.data[], the flexible end.
+ */
+union fab_cm_event {
 	struct fi_eq_cm_entry entry;
-	uint8_t data[64];
+	uint8_t bytes[sizeof(struct fi_eq_cm_entry) + 64];
 };
 
 /*
@@ -260,7 +263,7 @@ static void fab_msg_conn_eq_error(struct fab_conn *c)
 /* Connection events of @p c: connected, shut down, failed. */
 void fab_msg_conn_progress_eq(struct fab_conn *c)
 {
-	struct fab_cm_event ev;
+	union fab_cm_event ev;
 	uint32_t event;
 
 	while (c->state == FAB_CONN_CONNECTING || c->state == FAB_CONN_ACCEPTING ||
@@ -284,7 +287,7 @@ void fab_msg_conn_progress_eq(struct fab_conn *c)
 				break;
 			/* The acceptor's connection data (the acceptor read ours from the request). */
 			if (c->outgoing && (size_t)n > sizeof(ev.entry))
-				fab_hello_apply(c, ev.data, (size_t)n - sizeof(ev.entry));
+				fab_hello_apply(c, ev.entry.data, (size_t)n - sizeof(ev.entry));
 			fab_conn_up(c);
 			break;
 		case FI_SHUTDOWN:
@@ -386,7 +389,7 @@ reject:
 
 void fab_msg_listener_progress(struct fab_tp *tp, struct fab_listener *l)
 {
-	struct fab_cm_event ev;
+	union fab_cm_event ev;
 	struct fi_eq_err_entry ee;
 	uint32_t event;
 	unsigned budget = FAB_EQ_BUDGET;
@@ -412,7 +415,7 @@ void fab_msg_listener_progress(struct fab_tp *tp, struct fab_listener *l)
 		if (event == FI_CONNREQ) {
 			size_t hello_len = (size_t)n > sizeof(ev.entry) ? (size_t)n - sizeof(ev.entry) : 0;
 
-			fab_msg_accept(tp, l, ev.entry.info, ev.data, hello_len);
+			fab_msg_accept(tp, l, ev.entry.info, ev.entry.data, hello_len);
 			fi_freeinfo(ev.entry.info);
 		} else {
 			log_debug("%s: listener %s: ignoring event %u", tp->name, l->addr, event);
@@ -487,7 +490,7 @@ fail:
  */
 static void fab_msg_listener_drain(struct fab_listener *l)
 {
-	struct fab_cm_event ev;
+	union fab_cm_event ev;
 	struct fi_eq_err_entry ee;
 	uint32_t event;
 
