@@ -644,6 +644,12 @@ void fab_conn_handle_cq(struct fab_conn *c, bool all)
 				fab_conn_handle_tx(c, (struct fab_tx *)op);
 		}
 		done += (unsigned)n;
+		/*
+		 * What the upcalls of this batch sent leaves now, not after the
+		 * whole pass: a pass can be long (a member that writes each
+		 * answer of a resync to its store), and the peers wait.
+		 */
+		fab_bundle_flush_all(c->tp);
 	}
 }
 
