@@ -35,11 +35,16 @@
 #define TIMEOUT_MS 10000
 
 static const struct rmr_transport_ops *ops = &rmr_fabric_transport_ops;
+/* tcp completes a connection's sends in the order they were made, bundles too. */
+static bool check_send_order;
 
 struct peer;
 
 struct tconn {
 	struct peer *p;
+	unsigned send_seq;  /* sends made */
+	unsigned done_seq;  /* successful send_done upcalls, which come in order (tcp) */
+	bool send_failed;
 	struct rmr_conn *conn;
 	int connected;      /* 0 pending, 1 up, < 0 the connected() error */
 	bool closed;
@@ -66,6 +71,7 @@ struct peer {
 /* A send buffer, busy until its send_done. */
 struct tslot {
 	bool busy;
+	unsigned seq;       /* the connection's send_seq when sent */
 	int status;
 	struct tconn *tc;
 	uint8_t *buf;
@@ -128,10 +134,15 @@ static void ev_send_done(void *ev_ctx, void *conn_ctx, void *op_ctx, int status)
 	s->busy = false;
 	s->status = status;
 	tc->inflight--;
-	if (status)
+	if (status) {
 		tc->send_err++;
-	else
+		tc->send_failed = true;
+	} else {
 		tc->send_ok++;
+		if (check_send_order && !tc->send_failed)
+			ck_assert_uint_eq(s->seq, tc->done_seq);
+		tc->done_seq = s->seq + 1;
+	}
 }
 
 static void ev_closed(void *ev_ctx, void *conn_ctx, int reason)
@@ -319,11 +330,14 @@ static int send_pieces(struct peer *p, struct tconn *tc, struct tslot *s, size_t
 	ck_assert_uint_eq(off, len);
 	s->busy = true;
 	s->tc = tc;
+	s->seq = tc->send_seq;
 	tc->inflight++;
 	ret = ops->send(p->tp, tc->conn, iov, pieces, s);
 	if (ret) {
 		s->busy = false;
 		tc->inflight--;
+	} else {
+		tc->send_seq++;
 	}
 	return ret;
 }
@@ -414,7 +428,7 @@ static void exchange_sizes(struct peer *srv, struct peer *cli, struct tconn *ctc
 
 		/* The core may answer from a lent buffer before releasing it. */
 		{
-			struct tslot r = { .busy = true, .tc = stc };
+			struct tslot r = { .busy = true, .tc = stc, .seq = stc->send_seq++ };
 
 			echo.iov_base = m->buf;
 			echo.iov_len = m->len;
@@ -506,6 +520,7 @@ static void setup_tcp(void)
 {
 	ck_assert_int_eq(peer_create(&srv, "tcp", "test srv"), 0);
 	ck_assert_int_eq(peer_create(&cli, NULL, "test cli"), 0); /* NULL = tcp */
+	check_send_order = true;
 }
 
 static void teardown(void)
@@ -670,7 +685,7 @@ START_TEST(tcp_bundle_small_sends)
 			struct tmsg *m = &stc->rxq[(stc->rx_head + i) % RXQ];
 			struct iovec echo = { m->buf, m->len };
 
-			r[i] = (struct tslot){ .busy = true, .tc = stc };
+			r[i] = (struct tslot){ .busy = true, .tc = stc, .seq = stc->send_seq++ };
 			stc->inflight++;
 			ck_assert_int_eq(ops->send(srv.tp, stc->conn, &echo, 1, &r[i]), 0);
 		}
@@ -712,6 +727,15 @@ START_TEST(tcp_bundle_backpressure)
 		slots[i] = (struct tslot){ .buf = malloc(MAX_MSG) };
 		ck_assert_ptr_nonnull(slots[i].buf);
 	}
+	/*
+	 * One message alone first (a posted buffer lent as it is), so that
+	 * the bundles of TX_DEPTH after it do not end at rx_depth: one of
+	 * them stops half lent.
+	 */
+	fill(slots[0].buf, small_len(0), 2000);
+	ck_assert_int_eq(send_pieces(&cli, ctc, &slots[0], small_len(0), 1), 0);
+	sent++;
+	PUMP_UNTIL(&srv, &cli, next_msg(stc) && !slots[0].busy);
 	/* Hold everything: at most rx_depth arrive, however long we wait. */
 	d = deadline_in(TIMEOUT_MS);
 	while (sent < N && !passed(&d)) {
@@ -732,6 +756,10 @@ START_TEST(tcp_bundle_backpressure)
 	while (!passed(&d))
 		progress2(&srv, &cli);
 	ck_assert_uint_eq(stc->rx_tail - stc->rx_head, RX_DEPTH);
+	/* Messages wait for a buffer: once one comes back, the loop must not sleep. */
+	release_msg(&srv, stc);
+	got++;
+	ck_assert_int_eq(ops->trywait(srv.tp), -EAGAIN);
 	/* Give back one at a time: the rest comes, in order. */
 	d = deadline_in(TIMEOUT_MS);
 	while (got < N) {
@@ -798,7 +826,10 @@ START_TEST(tcp_bundle_peer_gone)
 }
 END_TEST
 
-/* Small sends still waiting when the core closes: dropped, no upcall. */
+/*
+ * Small sends still waiting when the core closes: they leave before the
+ * goodbye, as they would have without bundles, and no upcall follows.
+ */
 START_TEST(tcp_bundle_closed_with_small_sends)
 {
 	char addr[64];
@@ -812,7 +843,96 @@ START_TEST(tcp_bundle_closed_with_small_sends)
 	ctc->closed = true; /* ev_send_done and ev_closed assert on any upcall now */
 	PUMP_UNTIL(&srv, &cli, stc->closed);
 	ck_assert_uint_eq(ctc->inflight, TX_DEPTH);
+	ck_assert_uint_eq(stc->rx_tail - stc->rx_head, TX_DEPTH);
+	while (next_msg(stc))
+		release_msg(&srv, stc);
 	ops->close(srv.tp, stc->conn);
+	free_slots(slots);
+}
+END_TEST
+
+/*
+ * Bundles stuck behind a full socket when the peer dies: each of their
+ * messages gets one send_done (the failure), then closed().
+ */
+START_TEST(tcp_bundle_stuck_when_peer_dies)
+{
+	enum { NBIG = 1024, NSMALL = 4 };
+	struct rmr_transport_params params = {
+		.size = sizeof(params), .provider = "tcp", .max_msg = MAX_MSG,
+		.rx_depth = RX_DEPTH, .tx_depth = NBIG + NSMALL, .name = "deep cli",
+	};
+	struct peer deep = { 0 };
+	char addr[64];
+	struct tconn *ctc, *stc;
+	struct tslot *slots = calloc(NBIG + NSMALL, sizeof(*slots));
+	uint8_t *big = calloc(1, MAX_MSG);
+	unsigned n = 0, i, small_failed = 0;
+	struct timespec d;
+
+	ck_assert_ptr_nonnull(slots);
+	ck_assert_int_eq(ops->create(&params, &events, &deep, &deep.tp), 0);
+	listen_tcp(&srv, addr, sizeof(addr));
+	ctc = connect_pair(&srv, &deep, addr, &stc);
+	/* The server reads no more: fill the socket until sends stop completing. */
+	while (n < NBIG) {
+		for (i = 0; i < 32 && n < NBIG; i++, n++) {
+			slots[n].buf = big;
+			ck_assert_int_eq(send_pieces(&deep, ctc, &slots[n], MAX_MSG, 1), 0);
+		}
+		d = deadline_in(50);
+		while (!passed(&d))
+			progress2(NULL, &deep);
+		if (ctc->inflight > 0)
+			break;
+	}
+	ck_assert_msg(ctc->inflight > 0, "the socket took %u x 64 KiB", n);
+	for (i = 0; i < NSMALL; i++) {
+		slots[n + i].buf = big;
+		ck_assert_int_eq(send_pieces(&deep, ctc, &slots[n + i], 64, 1), 0);
+	}
+	progress2(NULL, &deep);
+	ck_assert_uint_eq(stats_of(&deep).bundles_sent, 1);
+	ops->close(srv.tp, stc->conn);
+	peer_destroy(&srv);
+	PUMP_UNTIL(NULL, &deep, ctc->closed);
+	ck_assert_uint_eq(ctc->inflight, 0);
+	ck_assert_uint_eq(ctc->send_ok + ctc->send_err, n + NSMALL);
+	for (i = 0; i < NSMALL; i++)
+		small_failed += slots[n + i].status < 0;
+	ck_assert_uint_eq(small_failed, NSMALL);
+	ops->close(deep.tp, ctc->conn);
+	ops->destroy(deep.tp);
+	free(big);
+	free(slots);
+}
+END_TEST
+
+/* An empty message among small ones: it goes on its own, and all arrive in order. */
+START_TEST(tcp_bundle_empty_message)
+{
+	static const size_t lens[] = { 64, 0, 64, 0 };
+	char addr[64];
+	struct tconn *ctc, *stc;
+	struct tslot slots[TX_DEPTH];
+	unsigned i;
+
+	listen_tcp(&srv, addr, sizeof(addr));
+	ctc = connect_pair(&srv, &cli, addr, &stc);
+	for (i = 0; i < TX_DEPTH; i++) {
+		slots[i] = (struct tslot){ .buf = malloc(64) };
+		fill(slots[i].buf, 64, 4000 + i);
+		ck_assert_int_eq(send_pieces(&cli, ctc, &slots[i], lens[i], 1), 0);
+	}
+	PUMP_UNTIL(&srv, &cli, ctc->inflight == 0 && stc->rx_tail - stc->rx_head == TX_DEPTH);
+	ck_assert_uint_eq(ctc->send_err, 0);
+	for (i = 0; i < TX_DEPTH; i++) {
+		ck_assert_uint_eq(next_msg(stc)->len, lens[i]);
+		ck_assert(check_pattern(next_msg(stc)->buf, lens[i], 4000 + i));
+		release_msg(&srv, stc);
+	}
+	ck_assert(!stc->closed);
+	close_one_side(&srv, &cli, ctc, stc);
 	free_slots(slots);
 }
 END_TEST
@@ -964,6 +1084,7 @@ END_TEST
 
 static void setup_shm(void)
 {
+	check_send_order = false;
 	ck_assert_int_eq(peer_create(&srv, "shm", "test srv"), 0);
 	ck_assert_int_eq(peer_create(&cli, "shm", "test cli"), 0);
 	ck_assert_int_eq(ops->wait_fd(srv.tp), -1);
@@ -1307,6 +1428,8 @@ int main(void)
 		tcase_add_test(tc, tcp_bundle_peer_gone);
 		tcase_add_test(tc, tcp_bundle_closed_with_small_sends);
 		tcase_add_test(tc, tcp_bundle_small_peer);
+		tcase_add_test(tc, tcp_bundle_empty_message);
+		tcase_add_test(tc, tcp_bundle_stuck_when_peer_dies);
 		suite_add_tcase(s, tc);
 	} else {
 		fprintf(stderr, "libfabric tcp provider unavailable: tcp cases skipped\n");

@@ -389,6 +389,9 @@ static void fab_close(void *arg, struct rmr_conn *conn)
 	if (lent)
 		log_err("%s: conn %u closed with %u receive buffers still lent to the core",
 			tp->name, c->id, lent);
+	/* What the core sent before closing leaves, as it would have without bundles. */
+	if (c->state == FAB_CONN_UP)
+		fab_bundle_flush(c);
 	/* Tell the peer, so that it sees closed() instead of waiting for a timeout. */
 	if (tp->kind == FAB_KIND_MSG) {
 		if (c->state != FAB_CONN_DEAD)
@@ -504,7 +507,8 @@ static bool fab_work_owed(struct fab_tp *tp)
 			continue;
 		}
 		if (c->state == FAB_CONN_FAILED || c->rx_repost_owed || c->ctl_owed ||
-		    (c->state == FAB_CONN_UP && c->held_head && !c->split) ||
+		    (c->state == FAB_CONN_UP && c->held_head && !c->split &&
+		     fab_conn_may_lend(c)) ||
 		    fab_bundle_split_owed(c))
 			return true;
 		if (tp->kind == FAB_KIND_SHM && c->state == FAB_CONN_CONNECTING)

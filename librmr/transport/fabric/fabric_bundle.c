@@ -10,24 +10,27 @@
  * loop turn handles several requests, so their messages to one peer can
  * share a system call on both ends.
  *
- * Sender: fab_send keeps a small message (at most FAB_BUNDLE_MSG_MAX) of an
- * up connection on the connection's deferred list instead of posting it.
- * The list goes out at the end of each progress call and before the loop
- * sleeps (fab_bundle_flush_all), and before any larger message (order is
- * kept): one message is posted as it is; several are copied into a bundle
- * buffer, each as [u32 length][u32 0][bytes, padded to 8], posted with
- * FAB_BUNDLE_DATA as remote CQ data. Their send_done upcalls come, in
+ * Sender: fab_send keeps a small message (1 to FAB_BUNDLE_MSG_MAX bytes) of
+ * an up connection on the connection's deferred list instead of posting it.
+ * The list goes out after each batch of the connection's completions, at
+ * the end of each progress call and before the loop sleeps
+ * (fab_bundle_flush_all), before any larger message (order is kept) and
+ * before close(): one message is posted as it is; several are copied into
+ * a bundle buffer, each as [u32 length][u32 0][bytes, padded to 8], posted
+ * with FAB_BUNDLE_DATA as remote CQ data. Their send_done upcalls come, in
  * order, when the bundle completes. A bundle is at most FAB_BUNDLE_BYTES
  * and at most the peer's max_msg.
  *
  * Receiver: a bundle arrives in a posted receive buffer. The core may use
  * the whole max_msg of a lent buffer (a member reads a READ's data into
  * it), so each message is copied into a spare buffer of its own and lent
- * from there; the bundle's buffer is posted again once all are out. There
- * are at most rx_depth spares per connection, as many as posted buffers:
- * when they are all lent, the split waits for a release, and the bundle
- * holds its buffer meanwhile, so a peer that sends faster than the core
- * releases meets the same back-pressure as without bundles.
+ * from there; the bundle's buffer is posted again once all are out. The
+ * core holds at most rx_depth buffers of a connection at once, spares and
+ * posted ones together (fab_conn_may_lend), as without bundles: beyond
+ * that the split waits for a release, the bundle keeps its posted buffer
+ * and what arrives behind it waits too, so a peer that sends faster than
+ * the core releases meets the same back-pressure as before. Spares are
+ * allocated when first needed and kept until the connection goes.
  *
  * Who sends bundles: each end of a tcp connection tells the other in the
  * connection data (fi_connect/fi_accept) that it reads them, and its
@@ -104,7 +107,9 @@ bool fab_bundle_defer(struct fab_conn *c, struct fab_tx *tx, size_t len)
 {
 	size_t need = fab_sub_size(len);
 
-	if (!c->bundle_max || c->state != FAB_CONN_UP || len > FAB_BUNDLE_MSG_MAX || tx->bounced)
+	/* A bundle frames no empty message (its length 0 is malformed). */
+	if (!c->bundle_max || c->state != FAB_CONN_UP || !len || len > FAB_BUNDLE_MSG_MAX ||
+	    tx->bounced)
 		return false;
 	if (c->defer_bytes + need > c->bundle_max)
 		fab_bundle_flush(c);
@@ -259,10 +264,23 @@ void fab_bundle_done(struct fab_conn *c, struct fab_bundle *b, int status)
 
 /* --- receiver ------------------------------------------------------------------ */
 
+/*
+ * Whether the core may get one more buffer: posted buffers it holds and
+ * spares together stay within rx_depth, as without bundles. A bundle
+ * being split holds a posted buffer that is not lent, so one always fits
+ * unless the core holds all the others.
+ */
+static bool fab_spare_allowed(const struct fab_conn *c)
+{
+	return fab_conn_may_lend(c) && !c->spare_nomem;
+}
+
 static struct fab_rx *fab_spare_get(struct fab_conn *c)
 {
 	struct fab_rx *s = c->spare_free;
 
+	if (!fab_spare_allowed(c))
+		return NULL;
 	if (s) {
 		c->spare_free = s->next;
 		return s;
@@ -270,19 +288,22 @@ static struct fab_rx *fab_spare_get(struct fab_conn *c)
 	if (!c->spares) {
 		c->spares = calloc(c->tp->params.rx_depth, sizeof(*c->spares));
 		if (!c->spares)
-			return NULL;
+			goto nomem;
 	}
 	if (c->nspares == c->tp->params.rx_depth)
 		return NULL;
 	s = &c->spares[c->nspares];
 	s->buf = malloc(c->tp->params.max_msg);
 	if (!s->buf)
-		return NULL;
+		goto nomem;
 	c->nspares++;
 	s->op.conn = c;
 	s->op.kind = FAB_OP_RX;
 	s->spare = true;
 	return s;
+nomem:
+	c->spare_nomem = true; /* until a buffer comes back: no retry every turn */
+	return NULL;
 }
 
 void fab_bundle_spare_release(struct fab_conn *c, struct fab_rx *rx)
@@ -291,6 +312,7 @@ void fab_bundle_spare_release(struct fab_conn *c, struct fab_rx *rx)
 	rx->next = c->spare_free;
 	c->spare_free = rx;
 	c->spares_lent--; /* a split waiting for it resumes in progress (fab_bundle_split_owed) */
+	c->spare_nomem = false;
 }
 
 int rmr_fabric_bundle_next(const void *buf, size_t len, size_t *off, size_t max_msg,
@@ -335,8 +357,7 @@ void fab_bundle_split(struct fab_conn *c, struct fab_rx *rx, size_t len)
 
 bool fab_bundle_split_owed(const struct fab_conn *c)
 {
-	return c->split && c->state == FAB_CONN_UP &&
-	       (c->spare_free || c->nspares < c->tp->params.rx_depth);
+	return c->split && c->state == FAB_CONN_UP && fab_spare_allowed(c);
 }
 
 void fab_bundle_split_resume(struct fab_conn *c)
@@ -362,7 +383,7 @@ void fab_bundle_split_resume(struct fab_conn *c)
 		}
 		s = fab_spare_get(c);
 		if (!s) {
-			if (!c->spares_lent)
+			if (!c->spares_lent && !c->rx_lent)
 				fab_conn_fail(c, -ENOMEM, "no memory for a bundle's messages");
 			return; /* the next release resumes it */
 		}

@@ -213,6 +213,8 @@ struct fab_conn {
 	struct fab_rx *spares;       /* rx_depth of them; buffers allocated at first use */
 	unsigned nspares;            /* used so far */
 	unsigned spares_lent;
+	unsigned rx_lent;            /* posted buffers lent to the core */
+	bool spare_nomem;            /* a spare's allocation failed: wait for a release */
 	struct fab_rx *spare_free;
 
 	/* shm handshake */
@@ -312,6 +314,7 @@ void fab_conn_teardown(struct fab_conn *c);
 void fab_conn_fail(struct fab_conn *c, int reason, const char *why);
 void fab_conn_up(struct fab_conn *c);
 void fab_conn_resume_rx(struct fab_conn *c);
+bool fab_conn_may_lend(const struct fab_conn *c);
 void fab_conn_handle_cq(struct fab_conn *c, bool all);
 void fab_conn_free(struct fab_conn *c);
 void fab_conn_unlink(struct fab_conn *c);

@@ -439,6 +439,7 @@ static void fab_conn_deliver(struct fab_conn *c, struct fab_rx *rx, size_t len)
 	struct fab_tp *tp = c->tp;
 
 	rx->state = FAB_RX_LENT;
+	c->rx_lent++;
 	tp->events++;
 	tp->ev.recv(tp->ev_ctx, c->ctx, rx->buf, len, rx);
 }
@@ -464,14 +465,25 @@ void fab_conn_up(struct fab_conn *c)
 		fab_conn_resume_rx(c);
 }
 
-/* Go on lending what waits behind a bundle being split (up connections). */
+/*
+ * Whether the core may be lent one more buffer of @p c: at most rx_depth
+ * at once, posted buffers and a bundle's copies together, as many as it
+ * could hold without bundles.
+ */
+bool fab_conn_may_lend(const struct fab_conn *c)
+{
+	return c->rx_lent + c->spares_lent < c->tp->params.rx_depth;
+}
+
+/* Go on lending what waits behind a bundle being split or for a release (up connections). */
 void fab_conn_resume_rx(struct fab_conn *c)
 {
 	struct fab_rx *rx;
 
 	if (c->split)
 		fab_bundle_split_resume(c);
-	while (c->state == FAB_CONN_UP && !c->split && (rx = c->held_head)) {
+	while (c->state == FAB_CONN_UP && !c->split && (rx = c->held_head) &&
+	       fab_conn_may_lend(c)) {
 		c->held_head = rx->next;
 		if (!c->held_head)
 			c->held_tail = NULL;
@@ -515,8 +527,8 @@ static void fab_conn_handle_rx(struct fab_conn *c, struct fab_rx *rx, size_t len
 	}
 	switch (c->state) {
 	case FAB_CONN_UP:
-		/* Behind a bundle still being lent out: wait in the held list. */
-		if (c->split || c->held_head)
+		/* Behind a bundle being lent out, or the core holds rx_depth: wait. */
+		if (c->split || c->held_head || !fab_conn_may_lend(c))
 			fab_conn_hold(c, rx, len, bundle);
 		else if (bundle)
 			fab_bundle_split(c, rx, len);
@@ -645,11 +657,13 @@ void fab_conn_handle_cq(struct fab_conn *c, bool all)
 		}
 		done += (unsigned)n;
 		/*
-		 * What the upcalls of this batch sent leaves now, not after the
-		 * whole pass: a pass can be long (a member that writes each
-		 * answer of a resync to its store), and the peers wait.
+		 * The answers this batch's upcalls sent on the connection leave
+		 * now, not after the whole pass: a pass can be long (a member
+		 * that writes each piece of a resync to its store), and the peer
+		 * waits. Other connections' go at the end of the pass.
 		 */
-		fab_bundle_flush_all(c->tp);
+		if (c->state == FAB_CONN_UP)
+			fab_bundle_flush(c);
 	}
 }
 
@@ -783,10 +797,13 @@ void fab_recv_release(void *arg, struct rmr_conn *conn, void *rx_arg)
 		log_err("%s: conn %u: recv_release of a buffer not lent on it", tp->name, c->id);
 		return;
 	}
-	if (rx->spare)
+	if (rx->spare) {
 		fab_bundle_spare_release(c, rx);
-	else
+	} else {
+		c->rx_lent--;
+		c->spare_nomem = false; /* a split that waits may try again */
 		fab_rx_done(c, rx);
+	}
 }
 
 /* A posted buffer is free again (released, or its bundle all lent): post it. */
