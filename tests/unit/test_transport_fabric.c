@@ -707,6 +707,18 @@ START_TEST(tcp_bundle_small_sends)
 }
 END_TEST
 
+/* Send small messages 2000 + *@p sent... in the free slots, up to @p n in all. */
+static void refill(struct tconn *ctc, struct tslot *slots, unsigned *sent, unsigned n)
+{
+	for (unsigned i = 0; i < TX_DEPTH && *sent < n; i++) {
+		if (slots[i].busy)
+			continue;
+		fill(slots[i].buf, small_len(*sent), 2000 + *sent);
+		ck_assert_int_eq(send_pieces(&cli, ctc, &slots[i], small_len(*sent), 2), 0);
+		(*sent)++;
+	}
+}
+
 /*
  * A receiver that keeps every buffer: bundles keep coming (their sends
  * complete once written), but no more than rx_depth messages are lent at
@@ -739,13 +751,7 @@ START_TEST(tcp_bundle_backpressure)
 	/* Hold everything: at most rx_depth arrive, however long we wait. */
 	d = deadline_in(TIMEOUT_MS);
 	while (sent < N && !passed(&d)) {
-		for (i = 0; i < TX_DEPTH && sent < N; i++) {
-			if (slots[i].busy)
-				continue;
-			fill(slots[i].buf, small_len(sent), 2000 + sent);
-			ck_assert_int_eq(send_pieces(&cli, ctc, &slots[i], small_len(sent), 2), 0);
-			sent++;
-		}
+		refill(ctc, slots, &sent, N);
 		progress2(&srv, &cli);
 		ck_assert_uint_le(stc->rx_tail - stc->rx_head, RX_DEPTH);
 		if (stc->rx_tail - stc->rx_head == RX_DEPTH && sent >= 2 * RX_DEPTH)
@@ -757,6 +763,7 @@ START_TEST(tcp_bundle_backpressure)
 		progress2(&srv, &cli);
 	ck_assert_uint_eq(stc->rx_tail - stc->rx_head, RX_DEPTH);
 	/* Messages wait for a buffer: once one comes back, the loop must not sleep. */
+	ck_assert(check_pattern(next_msg(stc)->buf, small_len(0), 2000));
 	release_msg(&srv, stc);
 	got++;
 	ck_assert_int_eq(ops->trywait(srv.tp), -EAGAIN);
@@ -766,13 +773,7 @@ START_TEST(tcp_bundle_backpressure)
 		struct tmsg *m;
 
 		ck_assert_msg(!passed(&d), "stalled: sent %u, received %u", sent, got);
-		for (i = 0; i < TX_DEPTH && sent < N; i++) {
-			if (slots[i].busy)
-				continue;
-			fill(slots[i].buf, small_len(sent), 2000 + sent);
-			ck_assert_int_eq(send_pieces(&cli, ctc, &slots[i], small_len(sent), 2), 0);
-			sent++;
-		}
+		refill(ctc, slots, &sent, N);
 		progress2(&srv, &cli);
 		if ((m = next_msg(stc))) {
 			ck_assert_uint_eq(m->len, small_len(got));
