@@ -581,6 +581,31 @@ static bool fab_eq_turn(struct fab_tp *tp)
 	return true;
 }
 
+/*
+ * The upcalls' small sends, a bundle per connection. tcp completes a send
+ * the socket took whole at once: that completion is read here, while the
+ * connection's queue is warm, rather than found by trywait, which would
+ * refuse to sleep and cost the loop one more pass (at queue depth 1, a
+ * pass per request).
+ */
+static void fab_flush_sends(struct fab_tp *tp)
+{
+	struct fab_conn *c;
+
+	if (!tp->defer_owed)
+		return;
+	tp->defer_owed = false;
+	for (c = tp->conns; c; c = c->next) {
+		if (!c->defer_head || c->state == FAB_CONN_CLOSED)
+			continue;
+		fab_bundle_flush(c);
+		if (c->state == FAB_CONN_UP && c->cq)
+			fab_conn_handle_cq(c, false);
+	}
+	/* What those completions' upcalls sent goes too; its completions wait. */
+	fab_bundle_flush_all(tp);
+}
+
 static int fab_progress(void *arg)
 {
 	struct fab_tp *tp = arg;
@@ -636,8 +661,7 @@ static int fab_progress(void *arg)
 		if (c->state == FAB_CONN_FAILED)
 			fab_conn_finish_failure(c);
 	}
-	/* The upcalls' small sends, a bundle per connection. */
-	fab_bundle_flush_all(tp);
+	fab_flush_sends(tp);
 	tp->in_progress = false;
 	if (eq_events > 0)
 		tp->eq_due_ns = 0; /* events come in bursts (and a listener reads a few at a time) */
