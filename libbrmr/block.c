@@ -4,6 +4,11 @@
  * pieces that never cross a chunk boundary nor exceed the pool's largest
  * request, each submitted as one rmr request; the caller's callback runs
  * once, when the last piece completed, with the first error seen.
+ *
+ * On librmr's event-loop thread nothing may wait: a request that finds no
+ * free slot for its first piece is refused with -EAGAIN, and one that ran
+ * out of slots part-way keeps the rest in a queue that each completing
+ * piece (whose slot librmr frees before the callback) moves on.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -22,7 +27,14 @@ struct parent {
 	void *priv;
 	atomic_uint remaining; /* pieces in flight, plus one while submitting */
 	atomic_int err;
-	struct parent *next_free;
+	struct parent *next;   /* in the free list, or the queue of unsent rests */
+
+	/* The request, and how much of it went out. */
+	enum brmr_op op;
+	unsigned flags;
+	uint64_t offset, len, done;
+	struct iovec iov[BRMR_MAX_IOV];
+	unsigned iovcnt;
 };
 
 struct brmr_dev {
@@ -34,6 +46,8 @@ struct brmr_dev {
 	pthread_mutex_t lock;
 	pthread_cond_t freed;
 	struct parent *free_list;
+	/* Loop thread only: requests whose rest waits for slots, oldest first. */
+	struct parent *unsent_head, *unsent_tail;
 };
 
 BRMR_EXPORT int brmr_open(const struct rmr_client_opts *opts, struct brmr_dev **out)
@@ -67,7 +81,7 @@ BRMR_EXPORT int brmr_open(const struct rmr_client_opts *opts, struct brmr_dev **
 	pthread_cond_init(&d->freed, NULL);
 	for (uint32_t i = 0; i < info.queue_depth; i++) {
 		d->parents[i].dev = d;
-		d->parents[i].next_free = d->free_list;
+		d->parents[i].next = d->free_list;
 		d->free_list = &d->parents[i];
 	}
 	*out = d;
@@ -100,15 +114,17 @@ BRMR_EXPORT uint32_t brmr_chunk_size(struct brmr_dev *d)
 	return d->chunk_size;
 }
 
-static struct parent *parent_get(struct brmr_dev *d)
+/* A free parent; NULL if none and @p wait is false. */
+static struct parent *parent_get(struct brmr_dev *d, bool wait)
 {
 	struct parent *p;
 
 	pthread_mutex_lock(&d->lock);
-	while (!d->free_list)
+	while (!d->free_list && wait)
 		pthread_cond_wait(&d->freed, &d->lock);
 	p = d->free_list;
-	d->free_list = p->next_free;
+	if (p)
+		d->free_list = p->next;
 	pthread_mutex_unlock(&d->lock);
 	return p;
 }
@@ -118,7 +134,7 @@ static void parent_put(struct parent *p)
 	struct brmr_dev *d = p->dev;
 
 	pthread_mutex_lock(&d->lock);
-	p->next_free = d->free_list;
+	p->next = d->free_list;
 	d->free_list = p;
 	pthread_cond_signal(&d->freed);
 	pthread_mutex_unlock(&d->lock);
@@ -136,13 +152,27 @@ static void parent_drop(struct parent *p)
 	cb(priv, err);
 }
 
+static void parent_fail(struct parent *p, int err)
+{
+	int zero = 0;
+
+	atomic_compare_exchange_strong(&p->err, &zero, err);
+}
+
+static int submit_pieces(struct parent *p, unsigned flags);
+static void send_unsent(struct brmr_dev *d);
+
 static void piece_done(void *priv, int status)
 {
 	struct parent *p = priv;
-	int zero = 0;
+	struct brmr_dev *d = p->dev;
 
 	if (status < 0)
-		atomic_compare_exchange_strong(&p->err, &zero, status);
+		parent_fail(p, status);
+	/* This piece's slot is free again (on the loop thread, the only
+	 * one that queues rests). */
+	if (d->unsent_head)
+		send_unsent(d);
 	parent_drop(p);
 }
 
@@ -198,65 +228,117 @@ static bool valid_request(struct brmr_dev *d, enum brmr_op op, unsigned flags, u
 	return offset <= d->size && len <= d->size - offset;
 }
 
-BRMR_EXPORT int brmr_submit(struct brmr_dev *d, enum brmr_op op, unsigned flags,
-			    uint64_t offset, uint64_t len, const struct iovec *iov,
-			    unsigned iovcnt, brmr_cb cb, void *priv)
+/*
+ * Submit @p's pieces from p->done on. @return 0 once all are out; -EAGAIN
+ * when librmr had no free slot (on the loop thread); another -errno.
+ */
+static int submit_pieces(struct parent *p, unsigned flags)
 {
-	bool data = op == BRMR_OP_READ || op == BRMR_OP_WRITE;
-	struct parent *p;
-	uint64_t done = 0;
-	int ret = 0;
-
-	if (!d || !valid_request(d, op, flags, offset, len, iov, iovcnt, cb))
-		return -EINVAL;
-	p = parent_get(d);
-	p->cb = cb;
-	p->priv = priv;
-	atomic_store(&p->err, 0);
-	atomic_store(&p->remaining, 1);
+	struct brmr_dev *d = p->dev;
+	bool data = p->op == BRMR_OP_READ || p->op == BRMR_OP_WRITE;
 
 	do {
-		uint64_t addr = offset + done;
+		uint64_t addr = p->offset + p->done;
 		uint64_t chunk_end = (addr | (d->chunk_size - 1)) + 1;
-		uint64_t piece = len - done;
+		uint64_t piece = p->len - p->done;
 		struct iovec slice[RMR_MAX_IOV];
 		struct rmr_io io = {
-			.kind = op == BRMR_OP_READ ? RMR_IO_READ : RMR_IO_WRITE,
-			.op = (uint16_t)op,
-			.op_flags = flags,
+			.kind = p->op == BRMR_OP_READ ? RMR_IO_READ : RMR_IO_WRITE,
+			.op = (uint16_t)p->op,
+			.op_flags = p->flags,
 			.addr = addr,
 			.cb = piece_done,
 			.priv = p,
 		};
+		int ret;
 
-		if (len && piece > chunk_end - addr)
+		if (p->len && piece > chunk_end - addr)
 			piece = chunk_end - addr;
 		if (data && piece > d->max_io)
 			piece = d->max_io;
 		io.len = (uint32_t)piece;
 		if (data) {
 			io.iov = slice;
-			io.iovcnt = iov_slice(iov, iovcnt, done, piece, slice);
+			io.iovcnt = iov_slice(p->iov, p->iovcnt, p->done, piece, slice);
 		}
 		atomic_fetch_add(&p->remaining, 1);
-		ret = rmr_client_submit(d->client, &io, RMR_SUBMIT_WAIT);
+		ret = rmr_client_submit(d->client, &io, flags);
 		if (ret < 0) {
 			atomic_fetch_sub(&p->remaining, 1);
-			break;
+			return ret;
 		}
-		done += piece;
-	} while (done < len);
+		p->done += piece;
+	} while (p->done < p->len);
+	return 0;
+}
 
-	if (ret < 0 && done == 0) {
+/* Loop thread: move the queued rests on, oldest first, while slots last. */
+static void send_unsent(struct brmr_dev *d)
+{
+	struct parent *p;
+
+	while ((p = d->unsent_head)) {
+		int ret = submit_pieces(p, 0);
+
+		if (ret == -EAGAIN)
+			return; /* a completing piece brings us back */
+		d->unsent_head = p->next;
+		if (!d->unsent_head)
+			d->unsent_tail = NULL;
+		if (ret < 0)
+			parent_fail(p, ret);
+		parent_drop(p); /* the reference submitting held */
+	}
+}
+
+BRMR_EXPORT int brmr_submit(struct brmr_dev *d, enum brmr_op op, unsigned flags,
+			    uint64_t offset, uint64_t len, const struct iovec *iov,
+			    unsigned iovcnt, brmr_cb cb, void *priv)
+{
+	struct parent *p;
+	bool on_loop;
+	int ret;
+
+	if (!d || !valid_request(d, op, flags, offset, len, iov, iovcnt, cb))
+		return -EINVAL;
+	on_loop = rmr_client_on_loop_thread(d->client);
+	/* Queued rests go first: a new request must not take their slots. */
+	if (on_loop && d->unsent_head)
+		return -EAGAIN;
+	p = parent_get(d, !on_loop);
+	if (!p)
+		return -EAGAIN;
+	p->cb = cb;
+	p->priv = priv;
+	p->op = op;
+	p->flags = flags;
+	p->offset = offset;
+	p->len = len;
+	p->done = 0;
+	p->iovcnt = iovcnt;
+	if (iovcnt)
+		memcpy(p->iov, iov, iovcnt * sizeof(*iov));
+	atomic_store(&p->err, 0);
+	atomic_store(&p->remaining, 1);
+
+	ret = submit_pieces(p, RMR_SUBMIT_WAIT);
+	if (ret < 0 && p->done == 0) {
 		/* Nothing went out: the callback must not run. */
 		parent_put(p);
 		return ret;
 	}
-	if (ret < 0) {
-		int zero = 0;
-
-		atomic_compare_exchange_strong(&p->err, &zero, ret);
+	if (ret == -EAGAIN) {
+		/* Part-way, on the loop thread: the rest follows as slots free. */
+		p->next = NULL;
+		if (d->unsent_tail)
+			d->unsent_tail->next = p;
+		else
+			d->unsent_head = p;
+		d->unsent_tail = p;
+		return 0;
 	}
+	if (ret < 0)
+		parent_fail(p, ret);
 	parent_drop(p);
 	return 0;
 }

@@ -80,11 +80,18 @@ uint32_t brmr_chunk_size(struct brmr_dev *d);
  * Submit a block request. For READ and WRITE the iovecs must add up to
  * @p len; for the other ops @p iov is NULL and @p iovcnt 0. The request may be
  * split internally; @p cb runs once when every piece completed, with the
- * first error seen. Blocks while librmr has no free slot.
+ * first error seen. Blocks while librmr has no free slot, except on
+ * librmr's event-loop thread (a callback of rmr_client_watch_fd() or a
+ * completion), where it never blocks: a request whose first piece finds no
+ * free slot is refused with -EAGAIN (retry after a completion), and the
+ * rest of one that ran out part-way goes out as its pieces complete, before
+ * any newer request (which gets -EAGAIN meanwhile). @p iov itself need not
+ * stay valid after the call, only the buffers it points to.
  *
  * @return 0 (the callback will run exactly once); -EINVAL for a bad op,
  *         flag, range (beyond the device) or iovec; -ESHUTDOWN while
- *         closing. On error the callback never runs.
+ *         closing; -EAGAIN on the loop thread as above. On error the
+ *         callback never runs.
  */
 int brmr_submit(struct brmr_dev *d, enum brmr_op op, unsigned flags, uint64_t offset,
 		uint64_t len, const struct iovec *iov, unsigned iovcnt, brmr_cb cb,

@@ -110,7 +110,8 @@ void rmr_client_close(struct rmr_client *c);
 /**
  * Completion of a request: @p status is a negative errno, or on success the
  * number of bytes a read-like request returned (its @c len unless the store
- * returned fewer) and 0 for a write-like one.
+ * returned fewer) and 0 for a write-like one. The request's slot is free
+ * again when this runs: the callback may submit the next request.
  */
 typedef void (*rmr_io_cb)(void *priv, int status);
 
@@ -203,6 +204,9 @@ int rmr_client_watch_fd(struct rmr_client *c, int fd, void (*fn)(void *priv), vo
  *         -ENOENT if @p fd is not watched.
  */
 int rmr_client_kick_fd(struct rmr_client *c, int fd);
+
+/** Whether the caller runs on the client's event-loop thread. */
+bool rmr_client_on_loop_thread(struct rmr_client *c);
 
 /**
  * Stop watching @p fd: once this returns, its callback runs no more, and

@@ -1480,6 +1480,11 @@ RMR_EXPORT int rmr_client_kick_fd(struct rmr_client *c, int fd)
 	return loop_kick(c->loop, fd);
 }
 
+RMR_EXPORT bool rmr_client_on_loop_thread(struct rmr_client *c)
+{
+	return c && loop_on_thread(c->loop);
+}
+
 RMR_EXPORT int rmr_client_unwatch_fd(struct rmr_client *c, int fd)
 {
 	if (!c)

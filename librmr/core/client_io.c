@@ -161,18 +161,29 @@ int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned fla
 
 /* --- completion ---------------------------------------------------------- */
 
-static void write_finished(struct rmr_client *c, struct slot *s);
+static struct slot *write_finished(struct rmr_client *c, struct slot *s);
+static void dispatch_ready(struct rmr_client *c, struct slot *ready);
 
+/*
+ * The slot is free before the callback runs: a consumer that submits from
+ * its callback (on this thread, where nothing waits for a slot) finds the
+ * one this request held. Writes it held back go out after the callback, so
+ * overlapping writes still complete in the order they were submitted.
+ */
 static void complete(struct rmr_client *c, struct slot *s, int status)
 {
 	bool was_write = s->io.kind == RMR_IO_WRITE;
+	rmr_io_cb cb = s->io.cb;
+	void *priv = s->io.priv;
+	struct slot *ready = NULL;
 
-	if (was_write)
+	if (was_write) {
 		client_write_missed_done(c, s, status);
-	s->io.cb(s->io.priv, status);
-	if (was_write)
-		write_finished(c, s);
+		ready = write_finished(c, s);
+	}
 	release_slot(c, s);
+	cb(priv, status);
+	dispatch_ready(c, ready);
 	if (was_write && c->frozen)
 		client_try_pulls(c);
 	if (was_write && c->mc.phase == MC_DRAIN)
@@ -374,7 +385,8 @@ void client_io_thaw(struct rmr_client *c)
 	}
 }
 
-static void write_finished(struct rmr_client *c, struct slot *s)
+/* @s leaves the list of writes; @return the writes it held back that may go now. */
+static struct slot *write_finished(struct rmr_client *c, struct slot *s)
 {
 	struct slot *ready = NULL, **tail = &ready;
 
@@ -388,7 +400,7 @@ static void write_finished(struct rmr_client *c, struct slot *s)
 		c->writes_tail = s->prev;
 
 	if (!s->has_dependents)
-		return;
+		return NULL;
 	/*
 	 * Dependents come after @s in the list. Collect the ones now free
 	 * first: dispatching may complete a write and change the list.
@@ -400,6 +412,11 @@ static void write_finished(struct rmr_client *c, struct slot *s)
 			tail = &w->ready_next;
 		}
 	}
+	return ready;
+}
+
+static void dispatch_ready(struct rmr_client *c, struct slot *ready)
+{
 	while (ready) {
 		struct slot *w = ready;
 

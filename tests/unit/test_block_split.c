@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <rmr/brmr.h>
@@ -85,12 +86,21 @@ static struct rmr_server *srvs[2];
 static struct rmr_server_pool *pools[2];
 static struct brmr_dev *dev;
 static char names[2][32];
+static const char *addrs[2];
 static int round_no;
+
+static void open_dev(unsigned queue_depth)
+{
+	struct rmr_client_opts co = { .size = sizeof(co), .pool_name = "blk", .transport = "mem",
+				      .nmembers = 2, .members = addrs, .queue_depth = queue_depth,
+				      .max_io_size = MAX_IO };
+
+	ck_assert_int_eq(brmr_open(&co, &dev), 0);
+}
 
 static void setup(void)
 {
 	rmr_uuid uuid;
-	const char *addrs[2];
 
 	rmr_log_set_sink(NULL, NULL, RMR_LOG_WARN);
 	ck_assert_int_eq(rmr_uuid_generate(&uuid), 0);
@@ -114,10 +124,7 @@ static void setup(void)
 		ck_assert_int_eq(rmr_server_add_pool(srvs[i], &pp, &fs_ops, &stores[i], &pools[i]), 0);
 		addrs[i] = names[i];
 	}
-	struct rmr_client_opts co = { .size = sizeof(co), .pool_name = "blk", .transport = "mem",
-				      .nmembers = 2, .members = addrs, .queue_depth = 16,
-				      .max_io_size = MAX_IO };
-	ck_assert_int_eq(brmr_open(&co, &dev), 0);
+	open_dev(16);
 }
 
 static void teardown(void)
@@ -243,6 +250,137 @@ START_TEST(bad_requests_are_refused)
 }
 END_TEST
 
+/*
+ * Submissions from librmr's loop thread (a watched descriptor's callback):
+ * a request of more pieces than the queue has slots goes out part by part
+ * as pieces complete, a request behind it is refused with -EAGAIN (no
+ * callback) until the rest went out, and both callbacks run once.
+ */
+struct on_loop {
+	int efd;
+	uint8_t *big, *small;
+	int big_ret, small_ret, small_retry_ret;
+	struct waiter big_w, small_w;
+};
+
+static void submit_on_loop(void *priv)
+{
+	struct on_loop *t = priv;
+	uint64_t v;
+	struct iovec big = { t->big, 32 * MAX_IO };     /* 32 pieces, 16 slots */
+	struct iovec small = { t->small, 4096 };
+
+	ck_assert_int_eq(read(t->efd, &v, sizeof(v)), (ssize_t)sizeof(v));
+	ck_assert(rmr_client_on_loop_thread(brmr_client(dev)));
+	t->big_ret = brmr_submit(dev, BRMR_OP_WRITE, 0, 3 * CHUNK, big.iov_len, &big, 1,
+				 waiter_cb, &t->big_w);
+	t->small_ret = brmr_submit(dev, BRMR_OP_WRITE, 0, 0, 4096, &small, 1, waiter_cb,
+				   &t->small_w);
+}
+
+static void retry_on_loop(void *priv)
+{
+	struct on_loop *t = priv;
+	uint64_t v;
+	struct iovec small = { t->small, 4096 };
+
+	ck_assert_int_eq(read(t->efd, &v, sizeof(v)), (ssize_t)sizeof(v));
+	t->small_retry_ret = brmr_submit(dev, BRMR_OP_WRITE, 0, 0, 4096, &small, 1, waiter_cb,
+					 &t->small_w);
+}
+
+static void wait_calls(struct waiter *w)
+{
+	pthread_mutex_lock(&w->lock);
+	while (!w->calls)
+		pthread_cond_wait(&w->cond, &w->lock);
+	pthread_mutex_unlock(&w->lock);
+}
+
+START_TEST(loop_thread_submission_never_waits)
+{
+	struct on_loop t = {
+		.big_w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 },
+		.small_w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 },
+		.small_retry_ret = 1,
+	};
+	const size_t blen = 32 * MAX_IO;
+	uint8_t *back = malloc(blen);
+	struct iovec v = { back, blen };
+	uint64_t one = 1;
+
+	ck_assert(!rmr_client_on_loop_thread(brmr_client(dev)));
+	t.big = malloc(blen);
+	t.small = malloc(4096);
+	pattern(t.big, blen, 7);
+	pattern(t.small, 4096, 11);
+	t.efd = eventfd(0, EFD_CLOEXEC);
+	ck_assert_int_ge(t.efd, 0);
+	ck_assert_int_eq(rmr_client_watch_fd(brmr_client(dev), t.efd, submit_on_loop, &t), 0);
+	ck_assert_int_eq(write(t.efd, &one, sizeof(one)), (ssize_t)sizeof(one));
+	wait_calls(&t.big_w);
+	ck_assert_int_eq(rmr_client_unwatch_fd(brmr_client(dev), t.efd), 0);
+	ck_assert_int_eq(t.big_ret, 0);
+	ck_assert_int_eq(t.big_w.status, 0);
+	ck_assert_int_eq(t.small_ret, -EAGAIN); /* the big one's rest went first */
+
+	/* Now there is room: the small one goes through from the loop too. */
+	ck_assert_int_eq(rmr_client_watch_fd(brmr_client(dev), t.efd, retry_on_loop, &t), 0);
+	ck_assert_int_eq(write(t.efd, &one, sizeof(one)), (ssize_t)sizeof(one));
+	wait_calls(&t.small_w);
+	ck_assert_int_eq(rmr_client_unwatch_fd(brmr_client(dev), t.efd), 0);
+	ck_assert_int_eq(t.small_retry_ret, 0);
+	ck_assert_int_eq(t.small_w.status, 0);
+	ck_assert_int_eq(t.big_w.calls, 1);
+	ck_assert_int_eq(t.small_w.calls, 1);
+
+	ck_assert_int_eq(run(BRMR_OP_READ, 0, 3 * CHUNK, blen, &v, 1), 0);
+	ck_assert_mem_eq(back, t.big, blen);
+	v.iov_len = 4096;
+	ck_assert_int_eq(run(BRMR_OP_READ, 0, 0, 4096, &v, 1), 0);
+	ck_assert_mem_eq(back, t.small, 4096);
+	close(t.efd);
+	free(t.big);
+	free(t.small);
+	free(back);
+}
+END_TEST
+
+/* With one slot, each piece's completion must find its own slot free. */
+START_TEST(loop_thread_submission_with_one_slot)
+{
+	struct on_loop t = {
+		.big_w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 },
+		.small_w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 },
+	};
+	const size_t blen = 32 * MAX_IO;
+	uint8_t *back = malloc(blen);
+	struct iovec v = { back, blen };
+	uint64_t one = 1;
+
+	brmr_close(dev);
+	open_dev(1);
+	t.big = malloc(blen);
+	t.small = malloc(4096);
+	pattern(t.big, blen, 5);
+	t.efd = eventfd(0, EFD_CLOEXEC);
+	ck_assert_int_ge(t.efd, 0);
+	ck_assert_int_eq(rmr_client_watch_fd(brmr_client(dev), t.efd, submit_on_loop, &t), 0);
+	ck_assert_int_eq(write(t.efd, &one, sizeof(one)), (ssize_t)sizeof(one));
+	wait_calls(&t.big_w);
+	ck_assert_int_eq(rmr_client_unwatch_fd(brmr_client(dev), t.efd), 0);
+	ck_assert_int_eq(t.big_ret, 0);
+	ck_assert_int_eq(t.big_w.status, 0);
+	ck_assert_int_eq(t.small_ret, -EAGAIN);
+	ck_assert_int_eq(run(BRMR_OP_READ, 0, 3 * CHUNK, blen, &v, 1), 0);
+	ck_assert_mem_eq(back, t.big, blen);
+	close(t.efd);
+	free(t.big);
+	free(t.small);
+	free(back);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("block_split");
@@ -253,6 +391,8 @@ int main(void)
 	tcase_add_test(tc, unaligned_request_is_split_and_reassembled);
 	tcase_add_test(tc, trim_zeroes_and_flush_reach_the_stores);
 	tcase_add_test(tc, bad_requests_are_refused);
+	tcase_add_test(tc, loop_thread_submission_never_waits);
+	tcase_add_test(tc, loop_thread_submission_with_one_slot);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }
