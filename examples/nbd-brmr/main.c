@@ -656,7 +656,10 @@ int main(int argc, char **argv)
 		.tflags = EXPORT_TFLAGS,
 		.queue_depth = cfg->queue_depth,
 	};
-	nbdb_server_init(&rt->srv, &rt->ex);
+	if (nbdb_server_init(&rt->srv, &rt->ex) < 0) {
+		brmr_close(rt->dev);
+		goto out;
+	}
 
 	if (cfg->tcp) {
 		rt->listen_fd = nbdb_listen_tcp(cfg->tcp, rt->uri, sizeof(rt->uri), why,

@@ -4,9 +4,15 @@
  * connections.
  *
  * Transmission phase, per connection:
- *  - the reader (the connection's own thread, which ran the handshake)
- *    parses requests, validates them, reads WRITE payloads into a request
- *    context and calls brmr_submit();
+ *  - the connection's own thread runs the handshake, then hands the socket
+ *    (non-blocking) to librmr's event-loop thread and waits for the end;
+ *  - the reader runs on that loop thread (a watched epoll set of every
+ *    connection): it parses requests, validates them, reads WRITE payloads
+ *    into a request context and calls brmr_submit(), which goes out in the
+ *    same loop turn: no thread hand-off between a request and its sends.
+ *    When no context or no librmr slot is free it stops reading that
+ *    connection and resumes after a completion (or a context the writer
+ *    freed), reading what the socket kept meanwhile;
  *  - completions run on librmr's event-loop thread. A reply with at most
  *    CONN_LOOP_DATA_MAX bytes of data (writes, errors, small reads) is sent
  *    right there when it is the connection's only request in flight
@@ -26,8 +32,8 @@
  * Requests the reader refuses (bad flags, range, shutdown) also go through
  * the reply queue, so the reader never writes to the socket.
  *
- * Contexts are preallocated up to the queue depth; the reader waits when all
- * of them are busy, which is the back-pressure towards the client. Data
+ * Contexts are preallocated up to the queue depth; the reader stops reading
+ * when all of them are busy, which is the back-pressure towards the client. Data
  * buffers are allocated once per context when first needed and kept, so the
  * steady state does no malloc per request; a per-connection cap on buffer
  * memory frees idle buffers before growing another one.
@@ -36,10 +42,12 @@
 #include "nbd_proto.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -77,6 +85,20 @@ struct nbdb_req {
 	size_t sent;                  /* bytes of the reply already sent */
 	void *buf;                    /* data buffer, NULL until needed */
 	size_t bufsize;
+
+	/* The request as read, and what to submit (the reader, on the loop thread). */
+	uint16_t nbd_type, nbd_flags;
+	enum brmr_op op;
+	unsigned bflags;
+	uint64_t off;
+	uint32_t len;
+};
+
+/* Where the reader is in the request stream. */
+enum conn_input {
+	IN_HEADER,   /* the next request header */
+	IN_PAYLOAD,  /* a WRITE's payload, into cur's buffer */
+	IN_DISCARD,  /* a refused WRITE's payload, dropped */
 };
 
 struct nbdb_conn {
@@ -91,7 +113,7 @@ struct nbdb_conn {
 	/* Request contexts: lock guards free_list, the reply queue, busy
 	 * changes, sending, dead and writer_stop. */
 	pthread_mutex_t lock;
-	pthread_cond_t free_cv;  /* a context came back */
+	pthread_cond_t free_cv;  /* reading ended, or then a context came back */
 	pthread_cond_t reply_cv; /* a reply was queued, or writer_stop */
 	struct nbdb_req *reqs;
 	struct nbdb_req *free_list;
@@ -107,11 +129,23 @@ struct nbdb_conn {
 	struct nbdb_conn *flush_next; /* in srv->flush_head */
 	bool flush_listed;
 
-	/* Reader only. */
+	/* The reader (librmr's loop thread) only. */
 	size_t buf_bytes;        /* data buffer memory held by all contexts */
 	uint8_t *rbuf;
 	size_t rpos, rend;
 	uint64_t nreq;
+	enum conn_input in;
+	struct nbdb_req *cur;    /* payload being read, or a request to submit */
+	uint32_t cur_err;        /* IN_DISCARD: the answer once it is dropped */
+	size_t want;             /* payload bytes still to read or drop */
+	bool parked;             /* cur waits for a librmr slot */
+	bool stall_listed;       /* in srv->stalled: waits for a context or slot */
+	struct nbdb_conn *stall_next;
+
+	/* Under lock: the loop wants a context back (wake it); reading is
+	 * over (the connection's thread drains and closes). */
+	bool wants_ctx;
+	bool read_done;
 };
 
 /* ------------------------------------------------------------------ */
@@ -169,66 +203,79 @@ static const char *cmd_name(uint16_t type)
 /* Buffered input of the reader                                       */
 /* ------------------------------------------------------------------ */
 
-/* Read exactly @p n bytes through the input buffer. */
-static int rb_read(struct nbdb_conn *c, void *dst, size_t n)
+/* Results of the reader's steps. */
+enum step {
+	STEP_MORE,  /* go on */
+	STEP_WAIT,  /* the socket is empty, or the connection waits for a context or slot */
+	STEP_END,   /* reading is over */
+};
+
+/* Receive into the input buffer behind what it holds. @return bytes; 0 at
+ * end of stream; -EAGAIN when the socket is empty; -errno. */
+static ssize_t rb_fill(struct nbdb_conn *c)
 {
-	uint8_t *p = dst;
+	ssize_t r;
 
-	if (n == 0)
-		return 0; /* zero-length WRITE: no buffer at all */
-	for (;;) {
-		size_t avail = c->rend - c->rpos;
-		size_t take = avail < n ? avail : n;
-		ssize_t r;
-
-		memcpy(p, c->rbuf + c->rpos, take);
-		c->rpos += take;
-		p += take;
-		n -= take;
-		if (n == 0)
-			return 0;
-		/* Buffer empty. Big remainders go straight to the caller. */
+	if (c->rpos == c->rend) {
 		c->rpos = c->rend = 0;
-		if (n >= CONN_RBUF_SIZE)
-			return nbdb_read_full(c->fd, p, n);
-		r = recv(c->fd, c->rbuf, CONN_RBUF_SIZE, 0);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -EPIPE;
-		c->rend = (size_t)r;
+	} else if (c->rpos > 0 && CONN_RBUF_SIZE - c->rend < sizeof(struct nbd_request)) {
+		memmove(c->rbuf, c->rbuf + c->rpos, c->rend - c->rpos);
+		c->rend -= c->rpos;
+		c->rpos = 0;
 	}
+	do
+		r = recv(c->fd, c->rbuf + c->rend, CONN_RBUF_SIZE - c->rend, MSG_DONTWAIT);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	c->rend += (size_t)r;
+	return r;
 }
 
-/* Consume and drop @p n bytes (the payload of a refused WRITE). */
-static int rb_skip(struct nbdb_conn *c, size_t n)
+/* The end of the stream or a failed receive ends reading; logged. */
+static enum step rb_failed(struct nbdb_conn *c, ssize_t r)
 {
-	while (n > 0) {
-		size_t avail = c->rend - c->rpos;
-		ssize_t r;
+	if (r == -EAGAIN)
+		return STEP_WAIT;
+	if (r < 0)
+		nbdb_log(NBDB_DEBUG, "conn %lu: receive failed: %s", c->id, strerror((int)-r));
+	else if (atomic_load(&c->srv->stopping))
+		nbdb_log(NBDB_DEBUG, "conn %lu: closing for shutdown", c->id);
+	else
+		nbdb_log(NBDB_DEBUG, "conn %lu: client closed the connection", c->id);
+	return STEP_END;
+}
 
-		if (avail > 0) {
-			size_t take = avail < n ? avail : n;
+/*
+ * Read up to @p n payload bytes into @p dst (NULL: drop them). Big
+ * remainders go straight from the socket to @p dst. @return bytes taken
+ * (> 0), or what rb_fill() or recv() reported (0, -EAGAIN, -errno).
+ */
+static ssize_t rb_take(struct nbdb_conn *c, uint8_t *dst, size_t n)
+{
+	size_t avail = c->rend - c->rpos;
+	ssize_t r;
 
-			c->rpos += take;
-			n -= take;
-			continue;
-		}
-		c->rpos = c->rend = 0;
-		r = recv(c->fd, c->rbuf, n < CONN_RBUF_SIZE ? n : CONN_RBUF_SIZE, 0);
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -EPIPE;
-		n -= (size_t)r;
+	if (avail == 0 && dst && n >= CONN_RBUF_SIZE) {
+		do
+			r = recv(c->fd, dst, n, MSG_DONTWAIT);
+		while (r < 0 && errno == EINTR);
+		if (r < 0)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+		return r;
 	}
-	return 0;
+	if (avail == 0) {
+		r = rb_fill(c);
+		if (r <= 0)
+			return r;
+		avail = c->rend - c->rpos;
+	}
+	if (avail > n)
+		avail = n;
+	if (dst)
+		memcpy(dst, c->rbuf + c->rpos, avail);
+	c->rpos += avail;
+	return (ssize_t)avail;
 }
 
 /* ------------------------------------------------------------------ */
@@ -245,11 +292,13 @@ static size_t buf_size_for(size_t need)
 }
 
 /*
- * Take a free context, waiting while all are busy, with a data buffer of at
- * least @p need bytes (0: none needed). On allocation failure the context
- * comes back with no buffer and @p *nomem set; the caller answers ENOMEM.
+ * Take a free context with a data buffer of at least @p need bytes (0: none
+ * needed). NULL when every context is busy, or the buffer would exceed the
+ * connection's cap and no idle buffer can be freed: the loop is woken when
+ * one comes back. On allocation failure the context comes back with no
+ * buffer and @p *nomem set; the caller answers ENOMEM.
  */
-static struct nbdb_req *req_get(struct nbdb_conn *c, size_t need, bool *nomem)
+static struct nbdb_req *req_try_get(struct nbdb_conn *c, size_t need, bool *nomem)
 {
 	struct nbdb_req *r;
 	size_t size;
@@ -257,37 +306,43 @@ static struct nbdb_req *req_get(struct nbdb_conn *c, size_t need, bool *nomem)
 
 	*nomem = false;
 	pthread_mutex_lock(&c->lock);
-	while (!c->free_list)
-		pthread_cond_wait(&c->free_cv, &c->lock);
 	r = c->free_list;
-	c->free_list = r->next;
-	r->next = NULL;
-	atomic_fetch_add(&c->busy, 1);
-
+	if (!r) {
+		c->wants_ctx = true;
+		pthread_mutex_unlock(&c->lock);
+		return NULL;
+	}
 	if (need == 0 || r->bufsize >= need) {
+		c->free_list = r->next;
+		r->next = NULL;
+		atomic_fetch_add(&c->busy, 1);
 		pthread_mutex_unlock(&c->lock);
 		return r;
 	}
 
-	/* Grow this context's buffer within the connection's cap: first free
-	 * buffers of idle contexts, then wait for busy ones to come back.
-	 * This ends: once nothing else is busy, every other buffer is idle
-	 * and the cap holds the largest request. */
+	/* Grow this context's buffer within the connection's cap, freeing
+	 * buffers of idle contexts first, else wait for busy ones to come
+	 * back. That ends: once nothing else is busy, every other buffer is
+	 * idle and the cap holds the largest request. */
 	size = buf_size_for(need);
 	while (c->buf_bytes - r->bufsize + size > CONN_BUF_CAP) {
 		struct nbdb_req *v;
 
-		for (v = c->free_list; v && !v->buf; v = v->next)
+		for (v = r->next; v && !v->buf; v = v->next)
 			;
-		if (v) {
-			free(v->buf);
-			c->buf_bytes -= v->bufsize;
-			v->buf = NULL;
-			v->bufsize = 0;
-			continue;
+		if (!v) {
+			c->wants_ctx = true;
+			pthread_mutex_unlock(&c->lock);
+			return NULL;
 		}
-		pthread_cond_wait(&c->free_cv, &c->lock);
+		free(v->buf);
+		c->buf_bytes -= v->bufsize;
+		v->buf = NULL;
+		v->bufsize = 0;
 	}
+	c->free_list = r->next;
+	r->next = NULL;
+	atomic_fetch_add(&c->busy, 1);
 	pthread_mutex_unlock(&c->lock);
 
 	free(r->buf);
@@ -336,6 +391,23 @@ static size_t reply_len(const struct nbdb_req *r)
 	return sizeof(r->hdr) + (r->hdr.error == 0 ? r->data_len : 0);
 }
 
+/*
+ * Have the loop run the flush watch (which also resumes waiting readers):
+ * kicked on the loop thread, else through the eventfd, which flush_replies()
+ * then reads.
+ */
+static void server_wake_loop(struct nbdb_server *s)
+{
+	uint64_t one = 1;
+
+	if (rmr_client_kick_fd(brmr_client(s->ex->dev), s->flush_fd) == 0)
+		return;
+	/* Written before the flag: a flush that sees the flag finds the count. */
+	if (write(s->flush_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		nbdb_log(NBDB_WARN, "cannot wake the event loop: %s", strerror(errno));
+	atomic_store(&s->flush_written, true);
+}
+
 /* @r..@last (linked) are answered: back to the free list. Under c->lock. */
 static void reqs_release(struct nbdb_conn *c, struct nbdb_req *r, struct nbdb_req *last,
 			 unsigned n)
@@ -343,7 +415,14 @@ static void reqs_release(struct nbdb_conn *c, struct nbdb_req *r, struct nbdb_re
 	last->next = c->free_list;
 	c->free_list = r;
 	atomic_fetch_sub(&c->busy, n);
-	pthread_cond_broadcast(&c->free_cv);
+	/* The connection's thread waits only once reading is over (a wake-up
+	 * per reply would cost a context switch each). */
+	if (c->read_done)
+		pthread_cond_broadcast(&c->free_cv);
+	if (c->wants_ctx) {
+		c->wants_ctx = false;
+		server_wake_loop(c->srv);
+	}
 }
 
 /* Put @head..@tail (linked) first in the writer's queue. Under c->lock. */
@@ -449,6 +528,9 @@ static void req_done(void *priv, int status)
 	struct nbdb_req *r = priv;
 	uint32_t err = nbdb_errno_to_nbd(status);
 
+	/* A reader waiting for a librmr slot resumes after this turn. */
+	if (r->conn->srv->stalled)
+		server_wake_loop(r->conn->srv);
 	/* Alone in flight (QD1), nothing would join it: sent at once. */
 	if ((err || r->data_len <= CONN_LOOP_DATA_MAX) && atomic_load(&r->conn->busy) > 1 &&
 	    reply_gather(r, err))
@@ -527,16 +609,33 @@ static void conn_flush(struct nbdb_conn *c)
 	}
 }
 
-/* The flush watch: on librmr's loop thread, after the turn's completions. */
+static void conn_read(struct nbdb_conn *c);
+
+/*
+ * The flush watch: on librmr's loop thread, after the turn's completions,
+ * or when another thread freed a context. Sends the gathered replies, then
+ * lets readers that waited for a context or a slot go on.
+ */
 static void flush_replies(void *priv)
 {
 	struct nbdb_server *s = priv;
-	struct nbdb_conn *c;
+	struct nbdb_conn *c, *next;
+	uint64_t v;
 
+	if (atomic_exchange(&s->flush_written, false) &&
+	    read(s->flush_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		nbdb_log(NBDB_WARN, "cannot read the loop's eventfd: %s", strerror(errno));
 	while ((c = s->flush_head)) {
 		s->flush_head = c->flush_next;
 		c->flush_listed = false;
 		conn_flush(c);
+	}
+	c = s->stalled;
+	s->stalled = NULL;
+	for (; c; c = next) {
+		next = c->stall_next;
+		c->stall_listed = false;
+		conn_read(c);
 	}
 }
 
@@ -656,123 +755,226 @@ static uint32_t req_check(const struct nbdb_conn *c, uint16_t flags, uint16_t ty
 	return 0;
 }
 
-static int handle_request(struct nbdb_conn *c, const struct nbd_request *rq)
+/* Wait for a context or a librmr slot: resumed by flush_replies(). */
+static enum step conn_stall(struct nbdb_conn *c)
 {
-	uint16_t flags = nbd_be16(rq->flags);
-	uint16_t type = nbd_be16(rq->type);
-	uint64_t off = nbd_be64(rq->offset);
-	uint32_t len = nbd_be32(rq->len);
-	bool payload = type == NBD_CMD_WRITE;
-	bool data = payload || type == NBD_CMD_READ;
-	struct nbdb_req *r;
-	struct iovec iov;
-	enum brmr_op op;
-	unsigned bflags = 0;
-	uint32_t err;
-	bool nomem;
+	struct nbdb_server *s = c->srv;
+
+	if (!c->stall_listed) {
+		c->stall_listed = true;
+		c->stall_next = s->stalled;
+		s->stalled = c;
+	}
+	return STEP_WAIT;
+}
+
+/* Submit @r. False when librmr has no free slot: @r is parked and the
+ * connection waits. */
+static bool req_submit(struct nbdb_conn *c, struct nbdb_req *r)
+{
+	bool data = r->op == BRMR_OP_READ || r->op == BRMR_OP_WRITE;
+	struct iovec iov = { r->buf, r->len };
 	int rc;
 
-	if (payload && len > NBDB_MAX_PAYLOAD) {
-		/* The payload must be consumed to find the next request. */
-		if (len > NBDB_DISCARD_MAX) {
-			nbdb_log(NBDB_INFO, "conn %lu: WRITE of %u bytes, above the maximum payload; closing",
-				 c->id, len);
-			return -EPROTO;
-		}
-		err = NBD_EINVAL;
-	} else {
-		err = req_check(c, flags, type, off, len);
+	rc = brmr_submit(c->ex->dev, r->op, r->bflags, r->off, r->len, data ? &iov : NULL,
+			 data ? 1 : 0, req_done, r);
+	if (rc == -EAGAIN) {
+		c->cur = r;
+		c->parked = true;
+		return false;
 	}
-	if (err)
-		nbdb_log(NBDB_DEBUG, "conn %lu: refusing %s (%u) flags 0x%x offset %llu length %u: error %u",
-			 c->id, cmd_name(type), type, flags, (unsigned long long)off, len, err);
-
-	r = req_get(c, !err && data ? len : 0, &nomem);
-	if (nomem)
-		err = NBD_ENOMEM;
-	r->hdr.cookie = rq->cookie; /* echoed as sent */
-	r->data_len = 0;
-
-	if (payload) {
-		rc = err ? rb_skip(c, len) : rb_read(c, r->buf, len);
-		if (rc < 0) {
-			/* Nothing was submitted. The reply (most likely to a
-			 * client that is gone) brings the context back through
-			 * the writer like any other. */
-			reply_queue(r, NBD_EIO);
-			return rc;
-		}
-	}
-	if (err || (len == 0 && type != NBD_CMD_FLUSH)) {
-		/* Zero-length requests inside the device are no-ops. */
-		reply_queue(r, err);
-		return 0;
-	}
-
-	iov.iov_base = r->buf;
-	iov.iov_len = len;
-	switch (type) {
-	case NBD_CMD_READ:
-		op = BRMR_OP_READ;
-		r->data_len = len;
-		break;
-	case NBD_CMD_WRITE:
-		op = BRMR_OP_WRITE;
-		break;
-	case NBD_CMD_FLUSH:
-		op = BRMR_OP_FLUSH;
-		break;
-	case NBD_CMD_TRIM:
-		op = BRMR_OP_TRIM;
-		break;
-	default: /* NBD_CMD_WRITE_ZEROES, the last one req_check() lets by */
-		op = BRMR_OP_WRITE_ZEROES;
-		break;
-	}
-	/* NO_HOLE needs nothing: brmr's write-zeroes always allocates. */
-	if ((flags & NBD_CMD_FLAG_FUA) && op != BRMR_OP_READ && op != BRMR_OP_FLUSH)
-		bflags |= BRMR_F_FUA;
-	rc = brmr_submit(c->ex->dev, op, bflags, op == BRMR_OP_FLUSH ? 0 : off,
-			 op == BRMR_OP_FLUSH ? 0 : len, data ? &iov : NULL, data ? 1 : 0,
-			 req_done, r);
 	if (rc < 0) {
 		/* The callback will not run: answer here. */
 		r->data_len = 0;
 		reply_queue(r, nbdb_errno_to_nbd(rc));
 	}
 	c->nreq++;
-	return 0;
+	return true;
 }
 
-static void reader_loop(struct nbdb_conn *c)
+/* A whole request is in @r (@p err: refused): answer it or submit it. */
+static enum step req_dispatch(struct nbdb_conn *c, struct nbdb_req *r, uint32_t err)
 {
-	for (;;) {
-		struct nbd_request rq;
-		int rc = rb_read(c, &rq, sizeof(rq));
+	uint16_t type = r->nbd_type;
 
-		if (rc < 0) {
-			if (rc != -EPIPE)
-				nbdb_log(NBDB_DEBUG, "conn %lu: receive failed: %s", c->id,
-					 strerror(-rc));
-			else if (atomic_load(&c->srv->stopping))
-				nbdb_log(NBDB_DEBUG, "conn %lu: closing for shutdown", c->id);
-			else
-				nbdb_log(NBDB_DEBUG, "conn %lu: client closed the connection",
-					 c->id);
-			return;
-		}
-		if (nbd_be32(rq.magic) != NBD_REQUEST_MAGIC) {
-			nbdb_log(NBDB_INFO, "conn %lu: bad request magic 0x%08x, closing", c->id,
-				 nbd_be32(rq.magic));
-			return;
-		}
-		if (nbd_be16(rq.type) == NBD_CMD_DISC) {
-			nbdb_log(NBDB_DEBUG, "conn %lu: client disconnects", c->id);
-			return;
-		}
-		if (handle_request(c, &rq) < 0)
-			return;
+	if (err || (r->len == 0 && type != NBD_CMD_FLUSH)) {
+		/* Zero-length requests inside the device are no-ops. */
+		reply_queue(r, err);
+		return STEP_MORE;
 	}
+	switch (type) {
+	case NBD_CMD_READ:
+		r->op = BRMR_OP_READ;
+		r->data_len = r->len;
+		break;
+	case NBD_CMD_WRITE:
+		r->op = BRMR_OP_WRITE;
+		break;
+	case NBD_CMD_FLUSH:
+		r->op = BRMR_OP_FLUSH;
+		r->off = 0;
+		r->len = 0;
+		break;
+	case NBD_CMD_TRIM:
+		r->op = BRMR_OP_TRIM;
+		break;
+	default: /* NBD_CMD_WRITE_ZEROES, the last one req_check() lets by */
+		r->op = BRMR_OP_WRITE_ZEROES;
+		break;
+	}
+	/* NO_HOLE needs nothing: brmr's write-zeroes always allocates. */
+	r->bflags = 0;
+	if ((r->nbd_flags & NBD_CMD_FLAG_FUA) && r->op != BRMR_OP_READ && r->op != BRMR_OP_FLUSH)
+		r->bflags |= BRMR_F_FUA;
+	return req_submit(c, r) ? STEP_MORE : conn_stall(c);
+}
+
+/* The next request header: refuse, read on into the payload, or submit. */
+static enum step in_header(struct nbdb_conn *c)
+{
+	struct nbd_request rq;
+	uint16_t flags, type;
+	uint64_t off;
+	uint32_t len, err;
+	bool payload, nomem;
+	struct nbdb_req *r;
+
+	while (c->rend - c->rpos < sizeof(rq)) {
+		ssize_t n = rb_fill(c);
+
+		if (n <= 0)
+			return rb_failed(c, n);
+	}
+	memcpy(&rq, c->rbuf + c->rpos, sizeof(rq));
+	if (nbd_be32(rq.magic) != NBD_REQUEST_MAGIC) {
+		nbdb_log(NBDB_INFO, "conn %lu: bad request magic 0x%08x, closing", c->id,
+			 nbd_be32(rq.magic));
+		return STEP_END;
+	}
+	flags = nbd_be16(rq.flags);
+	type = nbd_be16(rq.type);
+	off = nbd_be64(rq.offset);
+	len = nbd_be32(rq.len);
+	payload = type == NBD_CMD_WRITE;
+	if (type == NBD_CMD_DISC) {
+		nbdb_log(NBDB_DEBUG, "conn %lu: client disconnects", c->id);
+		return STEP_END;
+	}
+	if (payload && len > NBDB_MAX_PAYLOAD) {
+		/* The payload must be consumed to find the next request. */
+		if (len > NBDB_DISCARD_MAX) {
+			nbdb_log(NBDB_INFO, "conn %lu: WRITE of %u bytes, above the maximum payload; closing",
+				 c->id, len);
+			return STEP_END;
+		}
+		err = NBD_EINVAL;
+	} else {
+		err = req_check(c, flags, type, off, len);
+	}
+
+	r = req_try_get(c, !err && (payload || type == NBD_CMD_READ) ? len : 0, &nomem);
+	if (!r)
+		return conn_stall(c); /* the header stays in the buffer */
+	c->rpos += sizeof(rq);
+	if (err)
+		nbdb_log(NBDB_DEBUG, "conn %lu: refusing %s (%u) flags 0x%x offset %llu length %u: error %u",
+			 c->id, cmd_name(type), type, flags, (unsigned long long)off, len, err);
+	else if (nomem)
+		err = NBD_ENOMEM;
+	r->hdr.cookie = rq.cookie; /* echoed as sent */
+	r->data_len = 0;
+	r->off = off;
+	r->len = len;
+	r->nbd_type = type;
+	r->nbd_flags = flags;
+	if (payload && len > 0) {
+		c->cur = r;
+		c->cur_err = err;
+		c->want = len;
+		c->in = err ? IN_DISCARD : IN_PAYLOAD;
+		return STEP_MORE;
+	}
+	return req_dispatch(c, r, err);
+}
+
+/* A WRITE's payload into cur's buffer (IN_PAYLOAD), or dropped (IN_DISCARD). */
+static enum step in_payload(struct nbdb_conn *c)
+{
+	struct nbdb_req *r = c->cur;
+
+	while (c->want > 0) {
+		uint8_t *dst = c->in == IN_PAYLOAD ? (uint8_t *)r->buf + (r->len - c->want) : NULL;
+		ssize_t n = rb_take(c, dst, c->want);
+
+		if (n <= 0) {
+			enum step st = rb_failed(c, n);
+
+			/* Nothing was submitted. The reply (most likely to a
+			 * client that is gone) brings the context back like
+			 * any other. */
+			if (st == STEP_END) {
+				c->cur = NULL;
+				reply_queue(r, NBD_EIO);
+			}
+			return st;
+		}
+		c->want -= (size_t)n;
+	}
+	c->cur = NULL;
+	c->in = IN_HEADER;
+	return req_dispatch(c, r, c->cur_err);
+}
+
+/* Reading is over: leave the epoll set; the connection's thread takes over. */
+static void conn_end_reading(struct nbdb_conn *c)
+{
+	if (epoll_ctl(c->srv->conn_epfd, EPOLL_CTL_DEL, c->fd, NULL) < 0)
+		nbdb_log(NBDB_WARN, "conn %lu: epoll_ctl: %s", c->id, strerror(errno));
+	pthread_mutex_lock(&c->lock);
+	c->read_done = true;
+	pthread_cond_broadcast(&c->free_cv);
+	pthread_mutex_unlock(&c->lock);
+	/* c may be gone from here on. */
+}
+
+/*
+ * Read and act on requests until the socket is empty (it is watched
+ * edge-triggered, so that is the only place to stop), a context or slot is
+ * missing, or the stream ends. On librmr's loop thread.
+ */
+static void conn_read(struct nbdb_conn *c)
+{
+	enum step st = STEP_MORE;
+
+	if (c->stall_listed)
+		return; /* resumed by flush_replies() */
+	while (st == STEP_MORE) {
+		if (c->parked) {
+			if (!req_submit(c, c->cur)) {
+				st = conn_stall(c);
+				break;
+			}
+			c->parked = false;
+			c->cur = NULL;
+		}
+		st = c->in == IN_HEADER ? in_header(c) : in_payload(c);
+	}
+	if (st == STEP_END)
+		conn_end_reading(c);
+}
+
+/* The connections' epoll set is ready: on librmr's loop thread. */
+static void serve_conns(void *priv)
+{
+	struct nbdb_server *s = priv;
+	struct epoll_event evs[32];
+	int n;
+
+	do
+		n = epoll_wait(s->conn_epfd, evs, 32, 0);
+	while (n < 0 && errno == EINTR);
+	for (int i = 0; i < n; i++)
+		conn_read(evs[i].data.ptr);
 }
 
 /* ------------------------------------------------------------------ */
@@ -782,6 +984,7 @@ static void reader_loop(struct nbdb_conn *c)
 static void conn_transmit(struct nbdb_conn *c)
 {
 	unsigned qd = c->ex->queue_depth;
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = c };
 	int rc;
 
 	c->reqs = calloc(qd, sizeof(*c->reqs));
@@ -796,6 +999,7 @@ static void conn_transmit(struct nbdb_conn *c)
 		c->reqs[i].next = i + 1 < qd ? &c->reqs[i + 1] : NULL;
 	}
 	c->free_list = &c->reqs[0];
+	c->in = IN_HEADER;
 
 	rc = pthread_create(&c->writer, NULL, writer_main, c);
 	if (rc != 0) {
@@ -804,12 +1008,23 @@ static void conn_transmit(struct nbdb_conn *c)
 		goto out;
 	}
 
-	reader_loop(c);
+	/* From here on the loop thread reads; what the client sent already
+	 * is reported at once. */
+	rc = fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+	if (rc == 0)
+		rc = epoll_ctl(c->srv->conn_epfd, EPOLL_CTL_ADD, c->fd, &ev);
+	pthread_mutex_lock(&c->lock);
+	if (rc < 0) {
+		nbdb_log(NBDB_ERR, "conn %lu: cannot watch the socket: %s", c->id,
+			 strerror(errno));
+		c->read_done = true;
+	}
+	while (!c->read_done)
+		pthread_cond_wait(&c->free_cv, &c->lock);
 
 	/* Drain: every request taken must be answered (or dropped by a dead
 	 * writer) before the contexts go away; brmr callbacks still hold
 	 * pointers to them until then. */
-	pthread_mutex_lock(&c->lock);
 	while (atomic_load(&c->busy) > 0)
 		pthread_cond_wait(&c->free_cv, &c->lock);
 	c->writer_stop = true;
@@ -935,40 +1150,60 @@ int nbdb_conn_start(struct nbdb_server *s, int fd, const char *peer)
 /* Server: the set of connections                                     */
 /* ------------------------------------------------------------------ */
 
-void nbdb_server_init(struct nbdb_server *s, const struct nbdb_export *ex)
+int nbdb_server_init(struct nbdb_server *s, const struct nbdb_export *ex)
 {
+	struct rmr_client *client = brmr_client(ex->dev);
 	pthread_condattr_t ca;
 	int rc;
 
 	memset(s, 0, sizeof(*s));
 	s->ex = ex;
 	atomic_init(&s->stopping, false);
+	atomic_init(&s->flush_written, false);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->cv, &ca);
 	pthread_condattr_destroy(&ca);
+	s->conn_epfd = s->flush_fd = -1;
 
-	/* Without the flush, completions send their replies one by one. */
 	s->flush_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (s->flush_fd < 0) {
-		nbdb_log(NBDB_WARN, "no reply batching: eventfd: %s", strerror(errno));
-		return;
+	s->conn_epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (s->flush_fd < 0 || s->conn_epfd < 0) {
+		rc = -errno;
+		nbdb_log(NBDB_ERR, "cannot set up the connections' events: %s", strerror(-rc));
+		goto fail;
 	}
-	rc = rmr_client_watch_fd(brmr_client(ex->dev), s->flush_fd, flush_replies, s);
+	rc = rmr_client_watch_fd(client, s->flush_fd, flush_replies, s);
+	if (rc < 0)
+		goto fail_watch;
+	rc = rmr_client_watch_fd(client, s->conn_epfd, serve_conns, s);
 	if (rc < 0) {
-		nbdb_log(NBDB_WARN, "no reply batching: %s", strerror(-rc));
-		close(s->flush_fd);
-		s->flush_fd = -1;
+		rmr_client_unwatch_fd(client, s->flush_fd);
+		goto fail_watch;
 	}
+	return 0;
+
+fail_watch:
+	nbdb_log(NBDB_ERR, "cannot serve connections on the event loop: %s", strerror(-rc));
+fail:
+	if (s->flush_fd >= 0)
+		close(s->flush_fd);
+	if (s->conn_epfd >= 0)
+		close(s->conn_epfd);
+	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->lock);
+	return rc;
 }
 
 void nbdb_server_destroy(struct nbdb_server *s)
 {
-	if (s->flush_fd >= 0) {
-		rmr_client_unwatch_fd(brmr_client(s->ex->dev), s->flush_fd);
-		close(s->flush_fd);
-	}
+	struct rmr_client *client = brmr_client(s->ex->dev);
+
+	rmr_client_unwatch_fd(client, s->conn_epfd);
+	rmr_client_unwatch_fd(client, s->flush_fd);
+	close(s->conn_epfd);
+	close(s->flush_fd);
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->lock);
 }

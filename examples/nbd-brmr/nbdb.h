@@ -4,10 +4,11 @@
  * libbrmr block device.
  *
  * Threads: the main thread accepts connections, serves the control socket
- * and handles signals. Every NBD connection has a reader thread (handshake,
- * then request parsing and brmr_submit()) and, in the transmission phase, a
- * writer thread that sends every reply. Completions run on librmr's
- * event-loop thread and only queue replies.
+ * and handles signals. Every NBD connection has a thread of its own that
+ * runs the handshake and then waits for the connection to end, and, in the
+ * transmission phase, a writer thread that sends the replies the event loop
+ * does not. Requests are read, parsed and submitted on librmr's event-loop
+ * thread, where completions run and send or queue replies.
  */
 #ifndef NBD_BRMR_NBDB_H
 #define NBD_BRMR_NBDB_H
@@ -102,14 +103,21 @@ struct nbdb_server {
 	unsigned nconns;
 	unsigned long next_id;
 
-	/* librmr's loop thread only: replies without data that completions
-	 * gathered in this loop turn, sent once per connection at its end. */
-	int flush_fd;                /* watched, never written, only kicked; -1: none */
+	/* Watched by librmr's loop thread: every connection's socket in the
+	 * transmission phase (edge-triggered; the reader runs there). */
+	int conn_epfd;
+	/* Watched too: kicked after completions (sends the replies they
+	 * gathered, resumes waiting readers); written by another thread that
+	 * freed a context a reader waits for (then flush_written is set). */
+	int flush_fd;
+	atomic_bool flush_written;
+	/* Loop thread only. */
 	struct nbdb_conn *flush_head; /* connections with gathered replies */
+	struct nbdb_conn *stalled;    /* readers waiting for a context or slot */
 };
 
-/* Before any connection; after brmr_open(). */
-void nbdb_server_init(struct nbdb_server *s, const struct nbdb_export *ex);
+/* Before any connection; after brmr_open(). @return 0 or -errno (logged). */
+int nbdb_server_init(struct nbdb_server *s, const struct nbdb_export *ex);
 /* After the last connection ended; before brmr_close(). */
 void nbdb_server_destroy(struct nbdb_server *s);
 

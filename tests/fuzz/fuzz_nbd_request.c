@@ -5,22 +5,23 @@
  * the real reader (headers, WRITE payloads, refused payloads skipped,
  * request contexts and their buffers) and answered by the real writer.
  *
- * nbd_conn.c is included here so that its reader runs on the fuzzer's thread
- * and one connection with its writer thread serves every input: a thread
- * per input (nbdb_conn_start() starts two) would cost more than the input.
- * What conn_transmit() does around reader_loop() is repeated below; the
- * handshake has a target of its own.
+ * nbd_conn.c is included here so that one connection with its writer thread
+ * serves every input: a thread per input (nbdb_conn_start() starts two)
+ * would cost more than the input. What conn_transmit() does around the
+ * reader is repeated below, on the fuzzer's thread; the handshake has a
+ * target of its own.
  *
  * Flag bits 0-1 pick the queue depth (1, 2, 8, 64); bit 2: the server is
  * shutting down.
  *
- * libbrmr is not linked: brmr_submit() below stands in for the device (1 MiB
- * in memory) and checks what the parser hands it (a range inside the
- * export, a buffer of exactly the request's length, flags that fit the op).
- * It completes on a thread of its own, as librmr's event loop would, or
- * fails by the request's offset, so both reply paths are taken; that thread
- * also runs the reply flush that completions kick (the stand-ins for
- * librmr's watch calls below), so gathered replies are fuzzed too.
+ * libbrmr is not linked: a thread below stands in for librmr's event loop
+ * (it serves the watched descriptors, so the reader runs there, and runs
+ * completions and kicked watches after them), and brmr_submit() for the
+ * device (1 MiB in memory): it checks what the parser hands it (a range
+ * inside the export, a buffer of exactly the request's length, flags that
+ * fit the op), and completes later in the loop, fails, or by the request's
+ * offset now and then finds no free slot (-EAGAIN), so every reply path and
+ * the reader's wait for a slot are taken; gathered replies are fuzzed too.
  */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -39,26 +40,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static uint8_t disk[EXPORT_SIZE];
 #define FAKE_DEV ((struct brmr_dev *)disk)
 
-/* Completions waiting for the completion thread. */
+/* Completions waiting for their loop turn (loop thread only). */
 static struct completion {
 	brmr_cb cb;
 	void *priv;
 	int status;
 } ring[QUEUE_MAX];
 static unsigned ring_head, ring_count;
-static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t ring_cv = PTHREAD_COND_INITIALIZER;
+static bool refused_last; /* the last submission met -EAGAIN */
 
 /*
- * librmr's loop as far as nbd_conn.c uses it: the completion thread is the
- * loop thread, and a kicked watch (the reply flush) runs once the
- * completions ready at the time are done, as at the end of a loop turn.
+ * librmr's loop as far as nbd_conn.c uses it: watched descriptors (the
+ * connections' epoll set, the flush eventfd), completions, and kicked
+ * watches, which run once the completions ready at the time are done, as at
+ * the end of a loop turn.
  */
-static pthread_t completer_thread;
-static void (*watch_fn)(void *priv);
-static void *watch_priv;
-static int watched_fd = -1;
-static bool kicked; /* completion thread only */
+#define MAX_WATCH 2
+static pthread_t loop_thread;
+static struct watch {
+	int fd;
+	void (*fn)(void *priv);
+	void *priv;
+	bool kicked;
+} watches[MAX_WATCH];
+static unsigned nwatch;
 
 struct rmr_client *brmr_client(struct brmr_dev *d)
 {
@@ -67,53 +72,66 @@ struct rmr_client *brmr_client(struct brmr_dev *d)
 
 int rmr_client_watch_fd(struct rmr_client *c, int fd, void (*fn)(void *priv), void *priv)
 {
-	if (c != (struct rmr_client *)FAKE_DEV || fd < 0 || !fn || watched_fd >= 0)
+	if (c != (struct rmr_client *)FAKE_DEV || fd < 0 || !fn || nwatch == MAX_WATCH)
 		abort();
-	watched_fd = fd;
-	watch_fn = fn;
-	watch_priv = priv;
+	watches[nwatch++] = (struct watch){ fd, fn, priv, false };
 	return 0;
 }
 
 int rmr_client_kick_fd(struct rmr_client *c, int fd)
 {
-	if (c != (struct rmr_client *)FAKE_DEV || fd != watched_fd)
+	if (c != (struct rmr_client *)FAKE_DEV)
 		abort();
-	if (!pthread_equal(pthread_self(), completer_thread))
+	if (!pthread_equal(pthread_self(), loop_thread))
 		return -EPERM;
-	kicked = true;
-	return 0;
+	for (unsigned i = 0; i < nwatch; i++) {
+		if (watches[i].fd == fd) {
+			watches[i].kicked = true;
+			return 0;
+		}
+	}
+	abort();
 }
 
 int rmr_client_unwatch_fd(struct rmr_client *c, int fd)
 {
 	(void)c;
 	(void)fd;
-	abort(); /* the connection lives across inputs */
+	abort(); /* the server lives across inputs */
 }
 
-static void *completer(void *arg)
+static void *loop_main(void *arg)
 {
 	(void)arg;
-	pthread_mutex_lock(&ring_lock);
 	for (;;) {
-		struct completion c;
+		struct pollfd p[MAX_WATCH];
+		unsigned n = ring_count;
+		bool kicked = false;
 
-		while (!ring_count)
-			pthread_cond_wait(&ring_cv, &ring_lock);
-		c = ring[ring_head];
-		ring_head = (ring_head + 1) % QUEUE_MAX;
-		ring_count--;
-		pthread_mutex_unlock(&ring_lock);
-		c.cb(c.priv, c.status);
-		pthread_mutex_lock(&ring_lock);
-		if (!ring_count && kicked) {
-			/* The end of a turn. */
-			kicked = false;
-			pthread_mutex_unlock(&ring_lock);
-			watch_fn(watch_priv);
-			pthread_mutex_lock(&ring_lock);
+		/* This turn's completions, then the watches they kicked. */
+		while (n--) {
+			struct completion c = ring[ring_head];
+
+			ring_head = (ring_head + 1) % QUEUE_MAX;
+			ring_count--;
+			c.cb(c.priv, c.status);
 		}
+		for (unsigned i = 0; i < nwatch; i++) {
+			if (watches[i].kicked) {
+				watches[i].kicked = false;
+				kicked = true;
+				watches[i].fn(watches[i].priv);
+			}
+		}
+		if (ring_count || kicked)
+			continue;
+		for (unsigned i = 0; i < nwatch; i++)
+			p[i] = (struct pollfd){ .fd = watches[i].fd, .events = POLLIN };
+		if (poll(p, nwatch, -1) < 0 && errno != EINTR)
+			abort();
+		for (unsigned i = 0; i < nwatch; i++)
+			if (p[i].revents & POLLIN)
+				watches[i].fn(watches[i].priv);
 	}
 	return NULL;
 }
@@ -124,8 +142,16 @@ int brmr_submit(struct brmr_dev *d, enum brmr_op op, unsigned flags, uint64_t of
 	bool data = op == BRMR_OP_READ || op == BRMR_OP_WRITE;
 	int status = 0;
 
-	if (d != FAKE_DEV || !cb || (flags & ~(unsigned)BRMR_F_FUA))
+	if (d != FAKE_DEV || !cb || (flags & ~(unsigned)BRMR_F_FUA) ||
+	    !pthread_equal(pthread_self(), loop_thread))
 		abort();
+	/* No free slot, while something is in flight (whose completion
+	 * resumes the reader), every other time for these offsets. */
+	if ((offset >> 9) % 8 == 6 && ring_count > 0 && !refused_last) {
+		refused_last = true;
+		return -EAGAIN;
+	}
+	refused_last = false;
 	if (op == BRMR_OP_FLUSH) {
 		if (offset || len || flags)
 			abort();
@@ -164,13 +190,10 @@ int brmr_submit(struct brmr_dev *d, enum brmr_op op, unsigned flags, uint64_t of
 	default:
 		break;
 	}
-	pthread_mutex_lock(&ring_lock);
 	if (ring_count == QUEUE_MAX)
 		abort(); /* more in flight than the queue depth */
 	ring[(ring_head + ring_count) % QUEUE_MAX] = (struct completion){ cb, priv, status };
 	ring_count++;
-	pthread_cond_signal(&ring_cv);
-	pthread_mutex_unlock(&ring_lock);
 	return 0;
 }
 
@@ -186,12 +209,11 @@ static struct nbdb_server srv;
 static struct nbdb_conn *conn;
 static struct fz_client client;
 
-/* The connection, its writer and the device's completion thread live across inputs. */
+/* The connection, its writer and the loop thread live across inputs. */
 static void setup(void)
 {
-	if (pthread_create(&completer_thread, NULL, completer, NULL))
+	if (nbdb_server_init(&srv, &ex) < 0 || pthread_create(&loop_thread, NULL, loop_main, NULL))
 		abort();
-	nbdb_server_init(&srv, &ex);
 	conn = calloc(1, sizeof(*conn));
 	if (!conn)
 		abort();
@@ -234,18 +256,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c->buf_bytes = 0;
 	c->rpos = c->rend = 0;
 	c->nreq = 0;
+	c->in = IN_HEADER;
+	c->cur = NULL;
+	c->parked = c->stall_listed = false;
 	fd = fz_client_start(&client, NULL, 0, data + 1, size - 1);
 	pthread_mutex_lock(&c->lock);
 	c->free_list = &c->reqs[0];
 	c->fd = fd;
 	c->dead = false;
+	c->wants_ctx = c->read_done = false;
 	pthread_mutex_unlock(&c->lock);
 
-	reader_loop(c);
+	/* The reader runs on the loop thread until the stream ends; then the
+	 * drain: every request taken is answered before the contexts go. */
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = c };
 
-	/* And its drain: every request taken is answered before the contexts go. */
+	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0 ||
+	    epoll_ctl(srv.conn_epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+		abort();
 	pthread_mutex_lock(&c->lock);
-	while (atomic_load(&c->busy) > 0)
+	while (!c->read_done || atomic_load(&c->busy) > 0)
 		pthread_cond_wait(&c->free_cv, &c->lock);
 	pthread_mutex_unlock(&c->lock);
 	for (unsigned i = 0; i < qd; i++)
