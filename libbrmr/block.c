@@ -169,8 +169,10 @@ static void piece_done(void *priv, int status)
 
 	if (status < 0)
 		parent_fail(p, status);
-	/* This piece's slot is free again (on the loop thread, the only
-	 * one that queues rests). */
+	/* This piece's slot is free again (librmr frees it before the
+	 * callback), unless a thread waiting in rmr_client_submit() took it:
+	 * then that request's completion comes back here. Rests are queued
+	 * only on the loop thread, where this runs. */
 	if (d->unsent_head)
 		send_unsent(d);
 	parent_drop(p);

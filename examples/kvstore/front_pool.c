@@ -98,8 +98,8 @@ static void submit_now(struct front *f, struct op *op)
 	f->inflight++;
 	f->rmr_requests++;
 	/*
-	 * Below the queue depth a slot is free: librmr released it right after
-	 * the callback that brought the last completion here. (On librmr's
+	 * Below the queue depth a slot is free: librmr released it before the
+	 * callback that brought the last completion here. (On librmr's
 	 * loop thread, where the front runs, the submit never waits; during
 	 * the stop, on the main thread, it may.)
 	 */

@@ -29,8 +29,11 @@
  *  - the writer thread sends the queued replies, batched; one thread sends
  *    at a time (@sending), so replies never interleave, and they leave in
  *    completion order (NBD allows any order).
- * Requests the reader refuses (bad flags, range, shutdown) also go through
- * the reply queue, so the reader never writes to the socket.
+ * Requests the reader refuses (bad flags, range, shutdown) are answered the
+ * same way, from the loop thread. A connection that keeps its socket full
+ * is read for at most CONN_READ_BUDGET bytes or CONN_READ_REQUESTS requests
+ * per loop turn, so that it cannot hold the loop (and every other
+ * connection, and the members' heartbeats) for long.
  *
  * Contexts are preallocated up to the queue depth; the reader stops reading
  * when all of them are busy, which is the back-pressure towards the client. Data
@@ -71,6 +74,10 @@ _Static_assert(CONN_BUF_CAP >= NBDB_MAX_PAYLOAD, "a maximum request must fit");
 
 /* Gathered replies sent per sendmsg() at the end of a loop turn. */
 #define CONN_FLUSH_BATCH 64
+
+/* What the reader takes from one connection per loop turn at most. */
+#define CONN_READ_BUDGET (1u << 20)
+#define CONN_READ_REQUESTS 256u
 
 /* Replies with at most this much read data are sent from the event loop;
  * larger ones by the writer, so that no copy of megabytes stalls the loop. */
@@ -138,6 +145,7 @@ struct nbdb_conn {
 	struct nbdb_req *cur;    /* payload being read, or a request to submit */
 	uint32_t cur_err;        /* IN_DISCARD: the answer once it is dropped */
 	size_t want;             /* payload bytes still to read or drop */
+	size_t budget;           /* bytes this conn_read() may still take */
 	bool parked;             /* cur waits for a librmr slot */
 	bool stall_listed;       /* in srv->stalled: waits for a context or slot */
 	struct nbdb_conn *stall_next;
@@ -251,7 +259,7 @@ static enum step rb_failed(struct nbdb_conn *c, ssize_t r)
  * remainders go straight from the socket to @p dst. @return bytes taken
  * (> 0), or what rb_fill() or recv() reported (0, -EAGAIN, -errno).
  */
-static ssize_t rb_take(struct nbdb_conn *c, uint8_t *dst, size_t n)
+static ssize_t rb_take_some(struct nbdb_conn *c, uint8_t *dst, size_t n)
 {
 	size_t avail = c->rend - c->rpos;
 	ssize_t r;
@@ -276,6 +284,16 @@ static ssize_t rb_take(struct nbdb_conn *c, uint8_t *dst, size_t n)
 		memcpy(dst, c->rbuf + c->rpos, avail);
 	c->rpos += avail;
 	return (ssize_t)avail;
+}
+
+/* rb_take_some() within this turn's budget, which the caller checked. */
+static ssize_t rb_take(struct nbdb_conn *c, uint8_t *dst, size_t n)
+{
+	ssize_t r = rb_take_some(c, dst, n < c->budget ? n : c->budget);
+
+	if (r > 0)
+		c->budget -= (size_t)r;
+	return r;
 }
 
 /* ------------------------------------------------------------------ */
@@ -392,9 +410,8 @@ static size_t reply_len(const struct nbdb_req *r)
 }
 
 /*
- * Have the loop run the flush watch (which also resumes waiting readers):
- * kicked on the loop thread, else through the eventfd, which flush_replies()
- * then reads.
+ * Have the loop run the flush (which also resumes waiting readers): its
+ * watch kicked on the loop thread, else the wake eventfd written.
  */
 static void server_wake_loop(struct nbdb_server *s)
 {
@@ -402,10 +419,8 @@ static void server_wake_loop(struct nbdb_server *s)
 
 	if (rmr_client_kick_fd(brmr_client(s->ex->dev), s->flush_fd) == 0)
 		return;
-	/* Written before the flag: a flush that sees the flag finds the count. */
-	if (write(s->flush_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+	if (write(s->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		nbdb_log(NBDB_WARN, "cannot wake the event loop: %s", strerror(errno));
-	atomic_store(&s->flush_written, true);
 }
 
 /* @r..@last (linked) are answered: back to the free list. Under c->lock. */
@@ -494,18 +509,13 @@ static void reply_queue(struct nbdb_req *r, uint32_t nbd_error)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/*
- * On librmr's loop thread: keep a reply for the flush at the end of this
- * turn. False elsewhere (a completion that ran on the submitting
- * thread) or when there is no flush.
- */
-static bool reply_gather(struct nbdb_req *r, uint32_t nbd_error)
+/* Keep a reply for the flush at the end of this loop turn (loop thread). */
+static void reply_gather(struct nbdb_req *r, uint32_t nbd_error)
 {
 	struct nbdb_conn *c = r->conn;
 	struct nbdb_server *s = c->srv;
 
-	if (s->flush_fd < 0 || rmr_client_kick_fd(brmr_client(c->ex->dev), s->flush_fd) < 0)
-		return false;
+	rmr_client_kick_fd(brmr_client(c->ex->dev), s->flush_fd);
 	r->hdr.error = nbd_to_be32(nbd_error);
 	r->next = NULL;
 	r->sent = 0;
@@ -519,10 +529,9 @@ static bool reply_gather(struct nbdb_req *r, uint32_t nbd_error)
 		c->flush_next = s->flush_head;
 		s->flush_head = c;
 	}
-	return true;
 }
 
-/* brmr completion: on librmr's event-loop thread (or the submitting one). */
+/* brmr completion: on librmr's event-loop thread (nbd-brmr submits only there). */
 static void req_done(void *priv, int status)
 {
 	struct nbdb_req *r = priv;
@@ -532,10 +541,10 @@ static void req_done(void *priv, int status)
 	if (r->conn->srv->stalled)
 		server_wake_loop(r->conn->srv);
 	/* Alone in flight (QD1), nothing would join it: sent at once. */
-	if ((err || r->data_len <= CONN_LOOP_DATA_MAX) && atomic_load(&r->conn->busy) > 1 &&
-	    reply_gather(r, err))
-		return;
-	reply_queue(r, err);
+	if ((err || r->data_len <= CONN_LOOP_DATA_MAX) && atomic_load(&r->conn->busy) > 1)
+		reply_gather(r, err);
+	else
+		reply_queue(r, err);
 }
 
 /*
@@ -613,18 +622,15 @@ static void conn_read(struct nbdb_conn *c);
 
 /*
  * The flush watch: on librmr's loop thread, after the turn's completions,
- * or when another thread freed a context. Sends the gathered replies, then
- * lets readers that waited for a context or a slot go on.
+ * or (wake_up()) when another thread freed a context. Sends the gathered
+ * replies, then lets readers that waited for a context, a slot or their
+ * next turn go on.
  */
 static void flush_replies(void *priv)
 {
 	struct nbdb_server *s = priv;
 	struct nbdb_conn *c, *next;
-	uint64_t v;
 
-	if (atomic_exchange(&s->flush_written, false) &&
-	    read(s->flush_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		nbdb_log(NBDB_WARN, "cannot read the loop's eventfd: %s", strerror(errno));
 	while ((c = s->flush_head)) {
 		s->flush_head = c->flush_next;
 		c->flush_listed = false;
@@ -637,6 +643,17 @@ static void flush_replies(void *priv)
 		c->stall_listed = false;
 		conn_read(c);
 	}
+}
+
+/* The wake eventfd, written by a thread that freed a context. */
+static void wake_up(void *priv)
+{
+	struct nbdb_server *s = priv;
+	uint64_t v;
+
+	if (read(s->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		nbdb_log(NBDB_WARN, "cannot read the wake eventfd: %s", strerror(errno));
+	flush_replies(s);
 }
 
 /* ------------------------------------------------------------------ */
@@ -903,6 +920,8 @@ static enum step in_payload(struct nbdb_conn *c)
 	struct nbdb_req *r = c->cur;
 
 	while (c->want > 0) {
+		if (c->budget == 0)
+			return STEP_MORE; /* conn_read() ends the turn */
 		uint8_t *dst = c->in == IN_PAYLOAD ? (uint8_t *)r->buf + (r->len - c->want) : NULL;
 		ssize_t n = rb_take(c, dst, c->want);
 
@@ -940,15 +959,23 @@ static void conn_end_reading(struct nbdb_conn *c)
 /*
  * Read and act on requests until the socket is empty (it is watched
  * edge-triggered, so that is the only place to stop), a context or slot is
- * missing, or the stream ends. On librmr's loop thread.
+ * missing, the stream ends, or this turn's budget is spent (then the next
+ * turn goes on). On librmr's loop thread.
  */
 static void conn_read(struct nbdb_conn *c)
 {
 	enum step st = STEP_MORE;
+	unsigned requests = 0;
 
 	if (c->stall_listed)
 		return; /* resumed by flush_replies() */
+	c->budget = CONN_READ_BUDGET;
 	while (st == STEP_MORE) {
+		if (c->budget == 0 || requests++ == CONN_READ_REQUESTS) {
+			conn_stall(c);
+			server_wake_loop(c->srv);
+			return;
+		}
 		if (c->parked) {
 			if (!req_submit(c, c->cur)) {
 				st = conn_stall(c);
@@ -1159,17 +1186,15 @@ int nbdb_server_init(struct nbdb_server *s, const struct nbdb_export *ex)
 	memset(s, 0, sizeof(*s));
 	s->ex = ex;
 	atomic_init(&s->stopping, false);
-	atomic_init(&s->flush_written, false);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&s->cv, &ca);
 	pthread_condattr_destroy(&ca);
-	s->conn_epfd = s->flush_fd = -1;
-
 	s->flush_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	s->conn_epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (s->flush_fd < 0 || s->conn_epfd < 0) {
+	if (s->flush_fd < 0 || s->wake_fd < 0 || s->conn_epfd < 0) {
 		rc = -errno;
 		nbdb_log(NBDB_ERR, "cannot set up the connections' events: %s", strerror(-rc));
 		goto fail;
@@ -1177,18 +1202,25 @@ int nbdb_server_init(struct nbdb_server *s, const struct nbdb_export *ex)
 	rc = rmr_client_watch_fd(client, s->flush_fd, flush_replies, s);
 	if (rc < 0)
 		goto fail_watch;
+	rc = rmr_client_watch_fd(client, s->wake_fd, wake_up, s);
+	if (rc < 0)
+		goto fail_watch_wake;
 	rc = rmr_client_watch_fd(client, s->conn_epfd, serve_conns, s);
-	if (rc < 0) {
-		rmr_client_unwatch_fd(client, s->flush_fd);
-		goto fail_watch;
-	}
+	if (rc < 0)
+		goto fail_watch_conns;
 	return 0;
 
+fail_watch_conns:
+	rmr_client_unwatch_fd(client, s->wake_fd);
+fail_watch_wake:
+	rmr_client_unwatch_fd(client, s->flush_fd);
 fail_watch:
 	nbdb_log(NBDB_ERR, "cannot serve connections on the event loop: %s", strerror(-rc));
 fail:
 	if (s->flush_fd >= 0)
 		close(s->flush_fd);
+	if (s->wake_fd >= 0)
+		close(s->wake_fd);
 	if (s->conn_epfd >= 0)
 		close(s->conn_epfd);
 	pthread_cond_destroy(&s->cv);
@@ -1201,8 +1233,10 @@ void nbdb_server_destroy(struct nbdb_server *s)
 	struct rmr_client *client = brmr_client(s->ex->dev);
 
 	rmr_client_unwatch_fd(client, s->conn_epfd);
+	rmr_client_unwatch_fd(client, s->wake_fd);
 	rmr_client_unwatch_fd(client, s->flush_fd);
 	close(s->conn_epfd);
+	close(s->wake_fd);
 	close(s->flush_fd);
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->lock);

@@ -106,11 +106,11 @@ struct nbdb_server {
 	/* Watched by librmr's loop thread: every connection's socket in the
 	 * transmission phase (edge-triggered; the reader runs there). */
 	int conn_epfd;
-	/* Watched too: kicked after completions (sends the replies they
-	 * gathered, resumes waiting readers); written by another thread that
-	 * freed a context a reader waits for (then flush_written is set). */
+	/* Watched too: the flush, only ever kicked, after completions (sends
+	 * the replies they gathered, resumes waiting readers); and an eventfd
+	 * another thread writes when it freed a context a reader waits for. */
 	int flush_fd;
-	atomic_bool flush_written;
+	int wake_fd;
 	/* Loop thread only. */
 	struct nbdb_conn *flush_head; /* connections with gathered replies */
 	struct nbdb_conn *stalled;    /* readers waiting for a context or slot */

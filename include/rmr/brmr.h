@@ -85,7 +85,7 @@ uint32_t brmr_chunk_size(struct brmr_dev *d);
  * completion), where it never blocks: a request whose first piece finds no
  * free slot is refused with -EAGAIN (retry after a completion), and the
  * rest of one that ran out part-way goes out as its pieces complete, before
- * any newer request (which gets -EAGAIN meanwhile). @p iov itself need not
+ * any newer request from the loop thread (which gets -EAGAIN meanwhile). @p iov itself need not
  * stay valid after the call, only the buffers it points to.
  *
  * @return 0 (the callback will run exactly once); -EINVAL for a bad op,

@@ -51,11 +51,11 @@ static bool refused_last; /* the last submission met -EAGAIN */
 
 /*
  * librmr's loop as far as nbd_conn.c uses it: watched descriptors (the
- * connections' epoll set, the flush eventfd), completions, and kicked
+ * connections' epoll set, the flush and wake eventfds), completions, and kicked
  * watches, which run once the completions ready at the time are done, as at
  * the end of a loop turn.
  */
-#define MAX_WATCH 2
+#define MAX_WATCH 3
 static pthread_t loop_thread;
 static struct watch {
 	int fd;
