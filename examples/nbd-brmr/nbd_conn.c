@@ -5,7 +5,8 @@
  *
  * Transmission phase, per connection:
  *  - the connection's own thread runs the handshake, then hands the socket
- *    (non-blocking) to librmr's event-loop thread and waits for the end;
+ *    to librmr's event-loop thread (which reads with MSG_DONTWAIT), reads
+ *    the large WRITE payloads the loop passes back, and waits for the end;
  *  - the reader runs on that loop thread (a watched epoll set of every
  *    connection): it parses requests, validates them, reads WRITE payloads
  *    into a request context and calls brmr_submit(), which goes out in the
@@ -45,7 +46,6 @@
 #include "nbd_proto.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +74,11 @@ _Static_assert(CONN_BUF_CAP >= NBDB_MAX_PAYLOAD, "a maximum request must fit");
 
 /* Gathered replies sent per sendmsg() at the end of a loop turn. */
 #define CONN_FLUSH_BATCH 64
+
+/* WRITE payloads from this size on are read by the connection's own
+ * thread, beside the loop: copying megabytes from the socket on the loop
+ * would leave the members waiting for their next request meanwhile. */
+#define CONN_OFFLOAD_MIN (256u * 1024)
 
 /* What the reader takes from one connection per loop turn at most. */
 #define CONN_READ_BUDGET (1u << 20)
@@ -106,6 +111,7 @@ enum conn_input {
 	IN_HEADER,   /* the next request header */
 	IN_PAYLOAD,  /* a WRITE's payload, into cur's buffer */
 	IN_DISCARD,  /* a refused WRITE's payload, dropped */
+	IN_OFFLOAD,  /* a large payload, read by the connection's thread */
 };
 
 struct nbdb_conn {
@@ -151,9 +157,15 @@ struct nbdb_conn {
 	struct nbdb_conn *stall_next;
 
 	/* Under lock: the loop wants a context back (wake it); reading is
-	 * over (the connection's thread drains and closes). */
+	 * over (the connection's thread drains and closes); a payload for the
+	 * connection's thread to read (offload, then offload_done and its
+	 * result). */
 	bool wants_ctx;
 	bool read_done;
+	struct nbdb_req *offload;
+	size_t offload_want;
+	bool offload_done;
+	int offload_rc;
 };
 
 /* ------------------------------------------------------------------ */
@@ -846,6 +858,56 @@ static enum step req_dispatch(struct nbdb_conn *c, struct nbdb_req *r, uint32_t 
 	return req_submit(c, r) ? STEP_MORE : conn_stall(c);
 }
 
+/*
+ * Hand cur's payload, less what the input buffer holds, to the
+ * connection's thread; the connection waits until it is read.
+ */
+static enum step offload_start(struct nbdb_conn *c)
+{
+	struct nbdb_req *r = c->cur;
+	size_t n = c->rend - c->rpos;
+
+	if (n > c->want)
+		n = c->want;
+	memcpy(r->buf, c->rbuf + c->rpos, n);
+	c->rpos += n;
+	c->want -= n;
+	if (c->want == 0)
+		return STEP_MORE; /* in_payload() dispatches it */
+	c->in = IN_OFFLOAD;
+	pthread_mutex_lock(&c->lock);
+	c->offload = r;
+	c->offload_want = c->want;
+	pthread_cond_broadcast(&c->free_cv);
+	pthread_mutex_unlock(&c->lock);
+	return conn_stall(c);
+}
+
+/* Resumed: submit the payload the connection's thread read, or wait on. */
+static enum step offload_finish(struct nbdb_conn *c)
+{
+	struct nbdb_req *r = c->cur;
+	bool done;
+	int rc;
+
+	pthread_mutex_lock(&c->lock);
+	done = c->offload_done;
+	rc = c->offload_rc;
+	c->offload_done = false;
+	pthread_mutex_unlock(&c->lock);
+	if (!done)
+		return conn_stall(c); /* resumed for another connection's sake */
+	c->cur = NULL;
+	if (rc != 0) {
+		rb_failed(c, rc == -EPIPE ? 0 : rc);
+		reply_queue(r, NBD_EIO); /* nothing was submitted */
+		return STEP_END;
+	}
+	c->want = 0;
+	c->in = IN_HEADER;
+	return req_dispatch(c, r, 0);
+}
+
 /* The next request header: refuse, read on into the payload, or submit. */
 static enum step in_header(struct nbdb_conn *c)
 {
@@ -909,7 +971,7 @@ static enum step in_header(struct nbdb_conn *c)
 		c->cur_err = err;
 		c->want = len;
 		c->in = err ? IN_DISCARD : IN_PAYLOAD;
-		return STEP_MORE;
+		return !err && len >= CONN_OFFLOAD_MIN ? offload_start(c) : STEP_MORE;
 	}
 	return req_dispatch(c, r, err);
 }
@@ -984,7 +1046,12 @@ static void conn_read(struct nbdb_conn *c)
 			c->parked = false;
 			c->cur = NULL;
 		}
-		st = c->in == IN_HEADER ? in_header(c) : in_payload(c);
+		if (c->in == IN_HEADER)
+			st = in_header(c);
+		else if (c->in == IN_OFFLOAD)
+			st = offload_finish(c);
+		else
+			st = in_payload(c);
 	}
 	if (st == STEP_END)
 		conn_end_reading(c);
@@ -1007,6 +1074,37 @@ static void serve_conns(void *priv)
 /* ------------------------------------------------------------------ */
 /* Connection lifetime                                                */
 /* ------------------------------------------------------------------ */
+
+/*
+ * The connection's thread in the transmission phase: read the large
+ * payloads the loop hands over, until reading is over.
+ */
+static void conn_serve_offloads(struct nbdb_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		struct nbdb_req *r = c->offload;
+		size_t want = c->offload_want;
+		int rc;
+
+		if (c->read_done)
+			break;
+		if (!r) {
+			pthread_cond_wait(&c->free_cv, &c->lock);
+			continue;
+		}
+		c->offload = NULL;
+		pthread_mutex_unlock(&c->lock);
+		/* One blocking recv(MSG_WAITALL): the kernel fills the
+		 * buffer as the data comes, without a wake-up per piece. */
+		rc = nbdb_read_full(c->fd, (uint8_t *)r->buf + (r->len - want), want);
+		pthread_mutex_lock(&c->lock);
+		c->offload_rc = rc;
+		c->offload_done = true;
+		server_wake_loop(c->srv); /* the loop resumes the connection */
+	}
+	pthread_mutex_unlock(&c->lock);
+}
 
 static void conn_transmit(struct nbdb_conn *c)
 {
@@ -1036,22 +1134,22 @@ static void conn_transmit(struct nbdb_conn *c)
 	}
 
 	/* From here on the loop thread reads; what the client sent already
-	 * is reported at once. */
-	rc = fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
-	if (rc == 0)
-		rc = epoll_ctl(c->srv->conn_epfd, EPOLL_CTL_ADD, c->fd, &ev);
-	pthread_mutex_lock(&c->lock);
+	 * is reported at once. The socket stays blocking for the writer and
+	 * the large payloads; the loop's calls are MSG_DONTWAIT. */
+	rc = epoll_ctl(c->srv->conn_epfd, EPOLL_CTL_ADD, c->fd, &ev);
 	if (rc < 0) {
 		nbdb_log(NBDB_ERR, "conn %lu: cannot watch the socket: %s", c->id,
 			 strerror(errno));
+		pthread_mutex_lock(&c->lock);
 		c->read_done = true;
+		pthread_mutex_unlock(&c->lock);
 	}
-	while (!c->read_done)
-		pthread_cond_wait(&c->free_cv, &c->lock);
+	conn_serve_offloads(c);
 
 	/* Drain: every request taken must be answered (or dropped by a dead
 	 * writer) before the contexts go away; brmr callbacks still hold
 	 * pointers to them until then. */
+	pthread_mutex_lock(&c->lock);
 	while (atomic_load(&c->busy) > 0)
 		pthread_cond_wait(&c->free_cv, &c->lock);
 	c->writer_stop = true;

@@ -2,13 +2,11 @@
 /*
  * sockio.c: whole-message reads and writes on stream sockets. Writes use
  * MSG_NOSIGNAL so a client that went away yields -EPIPE, not SIGPIPE (which
- * is ignored anyway, but a library may have reinstalled a handler). Writes
- * also wait on a non-blocking socket.
+ * is ignored anyway, but a library may have reinstalled a handler).
  */
 #include "nbdb.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -46,15 +44,6 @@ int nbdb_writev_full(int fd, struct iovec *iov, unsigned cnt)
 		ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
 		size_t done;
 
-		if (w < 0 && errno == EAGAIN) {
-			/* A non-blocking socket (the transmission phase's, which
-			 * the event loop reads): wait until it takes more. */
-			struct pollfd p = { .fd = fd, .events = POLLOUT };
-
-			if (poll(&p, 1, -1) < 0 && errno != EINTR)
-				return -errno;
-			continue;
-		}
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;

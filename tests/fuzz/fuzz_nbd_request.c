@@ -264,18 +264,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c->free_list = &c->reqs[0];
 	c->fd = fd;
 	c->dead = false;
-	c->wants_ctx = c->read_done = false;
+	c->wants_ctx = c->read_done = c->offload_done = false;
+	c->offload = NULL;
 	pthread_mutex_unlock(&c->lock);
 
-	/* The reader runs on the loop thread until the stream ends; then the
-	 * drain: every request taken is answered before the contexts go. */
+	/* The reader runs on the loop thread until the stream ends (this
+	 * thread reads the large payloads it hands over); then the drain:
+	 * every request taken is answered before the contexts go. */
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = c };
 
-	if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0 ||
-	    epoll_ctl(srv.conn_epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+	if (epoll_ctl(srv.conn_epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
 		abort();
+	conn_serve_offloads(c); /* large payloads, as the connection's thread */
 	pthread_mutex_lock(&c->lock);
-	while (!c->read_done || atomic_load(&c->busy) > 0)
+	while (atomic_load(&c->busy) > 0)
 		pthread_cond_wait(&c->free_cv, &c->lock);
 	pthread_mutex_unlock(&c->lock);
 	for (unsigned i = 0; i < qd; i++)
