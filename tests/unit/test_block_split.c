@@ -256,6 +256,8 @@ END_TEST
  * as pieces complete, a request behind it is refused with -EAGAIN (no
  * callback) until the rest went out, and both callbacks run once.
  */
+#define ON_LOOP_BIG (32 * MAX_IO) /* 32 pieces, on 16 slots or 1 */
+
 struct on_loop {
 	int efd;
 	uint8_t *big, *small;
@@ -267,7 +269,7 @@ static void submit_on_loop(void *priv)
 {
 	struct on_loop *t = priv;
 	uint64_t v;
-	struct iovec big = { t->big, 32 * MAX_IO };     /* 32 pieces, 16 slots */
+	struct iovec big = { t->big, ON_LOOP_BIG };
 	struct iovec small = { t->small, 4096 };
 
 	ck_assert_int_eq(read(t->efd, &v, sizeof(v)), (ssize_t)sizeof(v));
@@ -297,87 +299,92 @@ static void wait_calls(struct waiter *w)
 	pthread_mutex_unlock(&w->lock);
 }
 
-START_TEST(loop_thread_submission_never_waits)
+static void on_loop_init(struct on_loop *t, unsigned seed)
 {
-	struct on_loop t = {
+	*t = (struct on_loop){
 		.big_w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 },
 		.small_w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 },
 		.small_retry_ret = 1,
 	};
-	const size_t blen = 32 * MAX_IO;
-	uint8_t *back = malloc(blen);
-	struct iovec v = { back, blen };
+	t->big = malloc(ON_LOOP_BIG);
+	t->small = malloc(4096);
+	ck_assert(t->big && t->small);
+	pattern(t->big, ON_LOOP_BIG, seed);
+	pattern(t->small, 4096, seed + 4);
+	t->efd = eventfd(0, EFD_CLOEXEC);
+	ck_assert_int_ge(t->efd, 0);
+}
+
+/* Run @p fn on the loop thread, then wait for @p w's callback. */
+static void on_loop_run(struct on_loop *t, void (*fn)(void *priv), struct waiter *w)
+{
 	uint64_t one = 1;
 
+	ck_assert_int_eq(rmr_client_watch_fd(brmr_client(dev), t->efd, fn, t), 0);
+	ck_assert_int_eq(write(t->efd, &one, sizeof(one)), (ssize_t)sizeof(one));
+	wait_calls(w);
+	ck_assert_int_eq(rmr_client_unwatch_fd(brmr_client(dev), t->efd), 0);
+}
+
+/* The big write reads back as written. */
+static void on_loop_check_big(struct on_loop *t)
+{
+	uint8_t *back = malloc(ON_LOOP_BIG);
+	struct iovec v = { back, ON_LOOP_BIG };
+
+	ck_assert_int_eq(run(BRMR_OP_READ, 0, 3 * CHUNK, ON_LOOP_BIG, &v, 1), 0);
+	ck_assert_mem_eq(back, t->big, ON_LOOP_BIG);
+	free(back);
+}
+
+static void on_loop_free(struct on_loop *t)
+{
+	close(t->efd);
+	free(t->big);
+	free(t->small);
+}
+
+START_TEST(loop_thread_submission_never_waits)
+{
+	struct on_loop t;
+	uint8_t back[4096];
+	struct iovec v = { back, sizeof(back) };
+
 	ck_assert(!rmr_client_on_loop_thread(brmr_client(dev)));
-	t.big = malloc(blen);
-	t.small = malloc(4096);
-	pattern(t.big, blen, 7);
-	pattern(t.small, 4096, 11);
-	t.efd = eventfd(0, EFD_CLOEXEC);
-	ck_assert_int_ge(t.efd, 0);
-	ck_assert_int_eq(rmr_client_watch_fd(brmr_client(dev), t.efd, submit_on_loop, &t), 0);
-	ck_assert_int_eq(write(t.efd, &one, sizeof(one)), (ssize_t)sizeof(one));
-	wait_calls(&t.big_w);
-	ck_assert_int_eq(rmr_client_unwatch_fd(brmr_client(dev), t.efd), 0);
+	on_loop_init(&t, 7);
+	on_loop_run(&t, submit_on_loop, &t.big_w);
 	ck_assert_int_eq(t.big_ret, 0);
 	ck_assert_int_eq(t.big_w.status, 0);
 	ck_assert_int_eq(t.small_ret, -EAGAIN); /* the big one's rest went first */
 
 	/* Now there is room: the small one goes through from the loop too. */
-	ck_assert_int_eq(rmr_client_watch_fd(brmr_client(dev), t.efd, retry_on_loop, &t), 0);
-	ck_assert_int_eq(write(t.efd, &one, sizeof(one)), (ssize_t)sizeof(one));
-	wait_calls(&t.small_w);
-	ck_assert_int_eq(rmr_client_unwatch_fd(brmr_client(dev), t.efd), 0);
+	on_loop_run(&t, retry_on_loop, &t.small_w);
 	ck_assert_int_eq(t.small_retry_ret, 0);
 	ck_assert_int_eq(t.small_w.status, 0);
 	ck_assert_int_eq(t.big_w.calls, 1);
 	ck_assert_int_eq(t.small_w.calls, 1);
 
-	ck_assert_int_eq(run(BRMR_OP_READ, 0, 3 * CHUNK, blen, &v, 1), 0);
-	ck_assert_mem_eq(back, t.big, blen);
-	v.iov_len = 4096;
+	on_loop_check_big(&t);
 	ck_assert_int_eq(run(BRMR_OP_READ, 0, 0, 4096, &v, 1), 0);
 	ck_assert_mem_eq(back, t.small, 4096);
-	close(t.efd);
-	free(t.big);
-	free(t.small);
-	free(back);
+	on_loop_free(&t);
 }
 END_TEST
 
 /* With one slot, each piece's completion must find its own slot free. */
 START_TEST(loop_thread_submission_with_one_slot)
 {
-	struct on_loop t = {
-		.big_w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 },
-		.small_w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 },
-	};
-	const size_t blen = 32 * MAX_IO;
-	uint8_t *back = malloc(blen);
-	struct iovec v = { back, blen };
-	uint64_t one = 1;
+	struct on_loop t;
 
 	brmr_close(dev);
 	open_dev(1);
-	t.big = malloc(blen);
-	t.small = malloc(4096);
-	pattern(t.big, blen, 5);
-	t.efd = eventfd(0, EFD_CLOEXEC);
-	ck_assert_int_ge(t.efd, 0);
-	ck_assert_int_eq(rmr_client_watch_fd(brmr_client(dev), t.efd, submit_on_loop, &t), 0);
-	ck_assert_int_eq(write(t.efd, &one, sizeof(one)), (ssize_t)sizeof(one));
-	wait_calls(&t.big_w);
-	ck_assert_int_eq(rmr_client_unwatch_fd(brmr_client(dev), t.efd), 0);
+	on_loop_init(&t, 5);
+	on_loop_run(&t, submit_on_loop, &t.big_w);
 	ck_assert_int_eq(t.big_ret, 0);
 	ck_assert_int_eq(t.big_w.status, 0);
 	ck_assert_int_eq(t.small_ret, -EAGAIN);
-	ck_assert_int_eq(run(BRMR_OP_READ, 0, 3 * CHUNK, blen, &v, 1), 0);
-	ck_assert_mem_eq(back, t.big, blen);
-	close(t.efd);
-	free(t.big);
-	free(t.small);
-	free(back);
+	on_loop_check_big(&t);
+	on_loop_free(&t);
 }
 END_TEST
 
