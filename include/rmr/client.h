@@ -86,7 +86,21 @@ struct rmr_client_opts {
 	 * as a warning once), which only members without a key accept.
 	 */
 	const uint8_t *key;
+	/**
+	 * Poll instead of sleeping, for at most this many microseconds, where
+	 * the loop's wait usually ends within microseconds: after an answer
+	 * while the same request's other members are still to answer, and
+	 * after the last request in flight completed (a consumer that waits for
+	 * each answer sends its next request at once). Each is tried again
+	 * only while it pays. Default 50, at most 1000; #RMR_POLL_OFF: never
+	 * (every wait sleeps, for hosts where CPU time matters more than the
+	 * latency of one request).
+	 */
+	unsigned poll_us;
 };
+
+/** rmr_client_opts.poll_us: the loop never polls. */
+#define RMR_POLL_OFF (~0u)
 
 /**
  * Open a pool: connect to every member, wait until at least one member is

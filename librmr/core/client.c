@@ -24,6 +24,8 @@
 #define DEF_OPEN_MS 10000
 #define DEF_RECONNECT_MIN_MS 200
 #define DEF_RECONNECT_MAX_MS 5000
+#define DEF_POLL_US 50
+#define MAX_POLL_US 1000
 #define NS_PER_MS 1000000ull
 
 unsigned client_normal_count(struct rmr_client *c)
@@ -1256,6 +1258,10 @@ static int check_opts(struct rmr_client_opts *o)
 		o->reconnect_max_ms = DEF_RECONNECT_MAX_MS;
 	if (!o->min_legs)
 		o->min_legs = 1;
+	if (!o->poll_us)
+		o->poll_us = DEF_POLL_US;
+	if (o->poll_us > MAX_POLL_US && o->poll_us != RMR_POLL_OFF)
+		return -EINVAL;
 	if (o->queue_depth > MAX_QUEUE_DEPTH || o->max_io_size > RMR_WIRE_MAX_PAYLOAD ||
 	    o->max_io_size < 4096 || o->heartbeat_ms * 2 > o->failure_timeout_ms ||
 	    o->reconnect_min_ms > o->reconnect_max_ms || o->min_legs > o->nmembers)
@@ -1374,6 +1380,7 @@ RMR_EXPORT int rmr_client_open(const struct rmr_client_opts *opts, struct rmr_cl
 	tparams.rx_depth = c->qd + 8;
 	tparams.tx_depth = c->qd + 8;
 	tparams.name = c->name;
+	poll_policy_init(&c->poll, c->opts.poll_us == RMR_POLL_OFF ? 0 : c->opts.poll_us * 1000ull);
 	ret = loop_create(&client_loop_ops, c, RMR_MIN(c->opts.heartbeat_ms / 2, 50), &c->loop);
 	if (ret == 0)
 		ret = c->tops->create(&tparams, &client_events, c, &c->tp);

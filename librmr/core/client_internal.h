@@ -16,6 +16,7 @@
 #include <rmr/transport.h>
 
 #include "loop.h"
+#include "poll_policy.h"
 #include "slots.h"
 #include "wire.h"
 
@@ -55,6 +56,7 @@ struct slot {
 	uint64_t holder_ids;     /* write: member ids that were sent it (may hold it) */
 	uint64_t missed_counted; /* write: ids of @missed_ids counted in the client's in-flight misses */
 	int first_err;
+	uint64_t first_answer;   /* when the first of several answers came (poll_on_answer) */
 	unsigned deps;           /* earlier overlapping writes still in progress */
 	bool has_dependents;
 	struct slot *next;       /* submission queue / ordered-writes list */
@@ -228,6 +230,7 @@ struct rmr_client {
 	int open_status;
 	bool closing;
 	uint32_t inflight;           /* slots between submit and release */
+	struct poll_policy poll;     /* when the loop polls for answers and requests (loop thread) */
 	uint64_t open_deadline;
 };
 

@@ -62,17 +62,23 @@ static uint64_t normal_ids(struct rmr_client *c)
 
 /* --- submission ---------------------------------------------------------- */
 
-/* Give a slot back and let rmr_client_close() know when the last one is home. */
-static void release_slot(struct rmr_client *c, struct slot *s)
+/*
+ * Give a slot back and let rmr_client_close() know when the last one is
+ * home. @return whether it was the last request in flight.
+ */
+static bool release_slot(struct rmr_client *c, struct slot *s)
 {
+	bool idle;
+
 	s->phase = SLOT_FREE;
 	s->seq++;
 	slot_pool_put(&c->slot_pool, s->index);
 	pthread_mutex_lock(&c->state_lock);
-	c->inflight--;
-	if (c->closing && c->inflight == 0)
+	idle = --c->inflight == 0;
+	if (c->closing && idle)
 		pthread_cond_broadcast(&c->state_cond);
 	pthread_mutex_unlock(&c->state_lock);
+	return idle;
 }
 
 int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned flags)
@@ -143,6 +149,7 @@ int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned fla
 	s->legs_mask = s->ok_mask = s->failed_mask = s->tried_mask = s->missed_ids = 0;
 	s->holder_ids = s->missed_counted = 0;
 	s->first_err = 0;
+	s->first_answer = 0;
 	s->deps = 0;
 	s->has_dependents = false;
 	s->phase = SLOT_QUEUED;
@@ -161,6 +168,37 @@ int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned fla
 
 /* --- completion ---------------------------------------------------------- */
 
+/* The last request in flight completed: poll for the next one, if that pays. */
+static void idle_poll_begin(struct rmr_client *c)
+{
+	uint64_t until = poll_on_idle(&c->poll, loop_now(c->loop));
+
+	if (until)
+		loop_poll_until(c->loop, until);
+}
+
+/* Requests arrived: stop polling for them. */
+static void idle_poll_end(struct rmr_client *c)
+{
+	if (!c->poll.idle_since)
+		return;
+	poll_on_busy(&c->poll, loop_now(c->loop));
+	loop_poll_until(c->loop, 0);
+}
+
+/* An answer of @s came: poll for the rest of its answers, if that pays. */
+static void answers_poll(struct rmr_client *c, struct slot *s)
+{
+	bool more_due = false;
+	uint64_t until;
+
+	for (unsigned i = 0; i < nmem(c) && !more_due; i++)
+		more_due = (s->legs_mask & bit(i)) && s->legs[i].waiting;
+	until = poll_on_answer(&c->poll, &s->first_answer, more_due, loop_now(c->loop));
+	if (until)
+		loop_poll_until(c->loop, until);
+}
+
 static struct slot *write_finished(struct rmr_client *c, struct slot *s);
 static void dispatch_ready(struct rmr_client *c, struct slot *ready);
 
@@ -176,13 +214,16 @@ static void complete(struct rmr_client *c, struct slot *s, int status)
 	rmr_io_cb cb = s->io.cb;
 	void *priv = s->io.priv;
 	struct slot *ready = NULL;
+	bool idle;
 
 	if (was_write) {
 		client_write_missed_done(c, s, status);
 		ready = write_finished(c, s);
 	}
-	release_slot(c, s);
+	idle = release_slot(c, s);
 	cb(priv, status);
+	if (idle)
+		idle_poll_begin(c);
 	dispatch_ready(c, ready);
 	if (was_write && c->frozen)
 		client_try_pulls(c);
@@ -433,6 +474,8 @@ void client_io_drain_submissions(struct rmr_client *c)
 	s = c->sub_head;
 	c->sub_head = c->sub_tail = NULL;
 	pthread_mutex_unlock(&c->sub_lock);
+	if (s)
+		idle_poll_end(c);
 
 	for (; s; s = next) {
 		next = s->next;
@@ -628,6 +671,7 @@ void client_io_on_response(struct rmr_client *c, struct member *m, const struct 
 		return;
 	}
 	leg->waiting = false;
+	answers_poll(c, s);
 	/* A read's success says how many bytes it returned. */
 	leg->status = msg->type == RMR_MSG_READ_RSP && msg->status == 0 ? (int)msg->payload_len
 									 : msg->status;

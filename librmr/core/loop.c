@@ -56,6 +56,8 @@ struct loop {
 	unsigned nwatch;
 	bool kicked;                 /* some watch was kicked */
 	bool consumer_ready;         /* a watched descriptor was readable last time */
+	uint64_t poll_until;         /* loop_poll_until(): no sleep before this time */
+	atomic_uint_fast64_t sleeps; /* waits that could block (loop_sleeps) */
 };
 
 #define SIM_MAX_LOOPS 64
@@ -294,6 +296,16 @@ int loop_unwatch(struct loop *l, int fd)
 	return wc.ret;
 }
 
+void loop_poll_until(struct loop *l, uint64_t deadline_ns)
+{
+	l->poll_until = deadline_ns;
+}
+
+uint64_t loop_sleeps(struct loop *l)
+{
+	return atomic_load_explicit(&l->sleeps, memory_order_relaxed);
+}
+
 int loop_kick(struct loop *l, int fd)
 {
 	struct loop_watch *w;
@@ -482,7 +494,10 @@ static void *loop_thread(void *arg)
 			continue;
 
 		timeout_ms = (int)((next_tick - l->now) / 1000000ull) + 1;
-		if (tfd < 0 && l->tops) {
+		if (l->poll_until > l->now) {
+			/* Work is expected within microseconds: look, do not sleep. */
+			timeout_ms = 0;
+		} else if (tfd < 0 && l->tops) {
 			/* Polled transport: spin briefly after activity, then nap. */
 			if (l->now - last_event < LOOP_SPIN_NS)
 				timeout_ms = 0;
@@ -494,6 +509,8 @@ static void *loop_thread(void *arg)
 		/* The consumer may have queued work on this thread since the last look. */
 		if (atomic_load(&l->wake_pending))
 			continue;
+		if (timeout_ms)
+			atomic_fetch_add_explicit(&l->sleeps, 1, memory_order_relaxed);
 		int n = epoll_wait(l->epfd, evs, LOOP_MAX_WATCH + 2, timeout_ms);
 		for (int i = 0; i < n; i++)
 			loop_event(l, evs[i].data.fd);

@@ -53,6 +53,14 @@ int loop_unwatch(struct loop *l, int fd);
  * -ENOENT if @fd is not watched.
  */
 int loop_kick(struct loop *l, int fd);
+/*
+ * On the loop thread: do not sleep before @deadline_ns (loop_clock_ns()
+ * time); poll the transport and the descriptors instead, for work that is
+ * about to arrive. 0 cancels. A later call replaces an earlier one.
+ */
+void loop_poll_until(struct loop *l, uint64_t deadline_ns);
+/* Waits so far that could sleep (for tests and profiles). Any thread. */
+uint64_t loop_sleeps(struct loop *l);
 /* Time of the current iteration (monotonic ns); valid on the loop thread. */
 uint64_t loop_now(struct loop *l);
 /* Monotonic clock in ns (the virtual clock while a simulation runs). */

@@ -182,7 +182,7 @@ static void teardown(void)
 	}
 }
 
-static struct rmr_client *open_client(unsigned min_legs)
+static int open_with(unsigned min_legs, unsigned poll_us, struct rmr_client **c)
 {
 	const char *addrs[NMEMBERS];
 	struct rmr_client_opts o = {
@@ -199,12 +199,20 @@ static struct rmr_client *open_client(unsigned min_legs)
 		.open_timeout_ms = 2000,
 		.min_legs = min_legs,
 		.ops = &client_ops,
+		.poll_us = poll_us,
 	};
-	struct rmr_client *c = NULL;
 
 	for (unsigned i = 0; i < NMEMBERS; i++)
 		addrs[i] = members[i].addr;
-	ck_assert_int_eq(rmr_client_open(&o, &c), 0);
+	*c = NULL;
+	return rmr_client_open(&o, c);
+}
+
+static struct rmr_client *open_client(unsigned min_legs)
+{
+	struct rmr_client *c;
+
+	ck_assert_int_eq(open_with(min_legs, 0, &c), 0);
 	return c;
 }
 
@@ -563,6 +571,27 @@ START_TEST(bad_requests_are_refused_without_callback)
 	ck_assert_int_eq(rmr_client_submit(c, &io, 0), -EINVAL);
 	rmr_client_close(c);
 	ck_assert_int_eq(w.calls, 0);
+}
+END_TEST
+
+START_TEST(poll_option_is_checked_and_off_works)
+{
+	static uint8_t in[4096], out[4096];
+	struct rmr_client *c;
+
+	ck_assert_int_eq(open_with(1, 1001, &c), -EINVAL);
+	ck_assert_ptr_null(c);
+	ck_assert_int_eq(open_with(1, 1000, &c), 0);
+	rmr_client_close(c);
+	/* Never polling: every wait sleeps, and requests still complete. */
+	ck_assert_int_eq(open_with(1, RMR_POLL_OFF, &c), 0);
+	memset(in, 0x5a, sizeof(in));
+	for (unsigned i = 0; i < 64; i++) {
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, i * 4096ull, in, sizeof(in)), 0);
+		ck_assert_int_eq(do_io(c, RMR_IO_READ, i * 4096ull, out, sizeof(out)), 0);
+		ck_assert_mem_eq(in, out, sizeof(in));
+	}
+	rmr_client_close(c);
 }
 END_TEST
 
@@ -1497,6 +1526,7 @@ int main(void)
 	tcase_add_test(tc, write_fans_out_and_reads_back);
 	tcase_add_test(tc, meta_blob_keeps_pull_version_and_refuses_bad_ones);
 	tcase_add_test(tc, bad_requests_are_refused_without_callback);
+	tcase_add_test(tc, poll_option_is_checked_and_off_works);
 	tcase_add_test(tc, bad_activity_log_extents_are_refused);
 	tcase_add_test(tc, consumer_descriptor_is_served_on_the_loop_thread);
 	tcase_add_test(tc, overlapping_writes_apply_in_order_everywhere);

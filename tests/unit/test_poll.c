@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * When the client's loop polls instead of sleeping: the policy (which waits
+ * are polled, and how it turns itself off and on again), and the loop's
+ * side (no sleep before the deadline it is given, sleeps again after).
+ */
+#include "unit.h"
+#include <stdatomic.h>
+#include <time.h>
+
+#include "loop.h"
+#include "poll_policy.h"
+
+#define US 1000ull
+#define WINDOW (50 * US)
+
+START_TEST(answers_of_one_request_are_polled_while_they_come_close)
+{
+	struct poll_policy p;
+	uint64_t first = 0;
+
+	poll_policy_init(&p, WINDOW);
+	/* Member 1 answers at t = 1000 us, member 2 is still due: poll. */
+	ck_assert_uint_eq(poll_on_answer(&p, &first, true, 1000 * US), 1000 * US + WINDOW);
+	ck_assert_uint_eq(first, 1000 * US);
+	/* Member 2 answers 20 us later: it paid, and the request is done. */
+	ck_assert_uint_eq(poll_on_answer(&p, &first, false, 1020 * US), 0);
+	ck_assert_uint_eq(first, 0);
+	ck_assert(p.answers_pay);
+	ck_assert_uint_eq(poll_on_answer(&p, &first, true, 2000 * US), 2000 * US + WINDOW);
+}
+END_TEST
+
+START_TEST(a_slow_member_turns_the_answer_poll_off_until_answers_are_close_again)
+{
+	struct poll_policy p;
+	uint64_t first = 0;
+
+	poll_policy_init(&p, WINDOW);
+	ck_assert_uint_ne(poll_on_answer(&p, &first, true, 1000 * US), 0);
+	/* The second answer is 300 us behind: polling for it did not pay. */
+	poll_on_answer(&p, &first, false, 1300 * US);
+	ck_assert(!p.answers_pay);
+	/* Next request: no poll, but its spread is still timed. */
+	ck_assert_uint_eq(poll_on_answer(&p, &first, true, 2000 * US), 0);
+	ck_assert_uint_eq(first, 2000 * US);
+	ck_assert_uint_eq(poll_on_answer(&p, &first, false, 2000 * US + WINDOW), 0);
+	ck_assert(p.answers_pay); /* exactly the window: it would have paid */
+	ck_assert_uint_eq(poll_on_answer(&p, &first, true, 3000 * US), 3000 * US + WINDOW);
+}
+END_TEST
+
+START_TEST(a_request_with_one_answer_changes_nothing)
+{
+	struct poll_policy p;
+	uint64_t first = 0;
+
+	poll_policy_init(&p, WINDOW);
+	p.answers_pay = false;
+	ck_assert_uint_eq(poll_on_answer(&p, &first, false, 1000 * US), 0);
+	ck_assert_uint_eq(first, 0);
+	ck_assert(!p.answers_pay);
+}
+END_TEST
+
+START_TEST(the_next_request_is_polled_for_while_it_comes_soon)
+{
+	struct poll_policy p;
+
+	poll_policy_init(&p, WINDOW);
+	ck_assert_uint_eq(poll_on_idle(&p, 1000 * US), 1000 * US + WINDOW);
+	poll_on_busy(&p, 1030 * US);
+	ck_assert(p.idle_pays);
+	ck_assert_uint_eq(p.idle_since, 0);
+	/* A consumer that pauses: the poll did not pay, the next idle time sleeps. */
+	ck_assert_uint_eq(poll_on_idle(&p, 2000 * US), 2000 * US + WINDOW);
+	poll_on_busy(&p, 2000 * US + WINDOW + 1);
+	ck_assert(!p.idle_pays);
+	ck_assert_uint_eq(poll_on_idle(&p, 3000 * US), 0);
+	/* Still timed while sleeping: a quick request turns the poll on again. */
+	poll_on_busy(&p, 3010 * US);
+	ck_assert(p.idle_pays);
+	ck_assert_uint_eq(poll_on_idle(&p, 4000 * US), 4000 * US + WINDOW);
+	/* Requests while not idle (more in flight) change nothing. */
+	poll_on_busy(&p, 4010 * US);
+	poll_on_busy(&p, 9000 * US);
+	ck_assert(p.idle_pays);
+}
+END_TEST
+
+START_TEST(window_zero_never_polls)
+{
+	struct poll_policy p;
+	uint64_t first = 0;
+
+	poll_policy_init(&p, 0);
+	ck_assert_uint_eq(poll_on_answer(&p, &first, true, 1000 * US), 0);
+	ck_assert_uint_eq(poll_on_answer(&p, &first, false, 1000 * US), 0);
+	ck_assert_uint_eq(poll_on_idle(&p, 2000 * US), 0);
+	poll_on_busy(&p, 2000 * US);
+	ck_assert_uint_eq(poll_on_idle(&p, 3000 * US), 0);
+	/* Idle at time 0 still counts as idle. */
+	poll_on_idle(&p, 0);
+	ck_assert_uint_ne(p.idle_since, 0);
+}
+END_TEST
+
+/* --- the loop --------------------------------------------------------------- */
+
+static void noop_wake(void *ctx)
+{
+	(void)ctx;
+}
+
+static void noop_tick(void *ctx, uint64_t now)
+{
+	(void)ctx;
+	(void)now;
+}
+
+static const struct loop_ops noop_ops = { .wake = noop_wake, .tick = noop_tick };
+
+struct poll_call {
+	struct loop *l;
+	uint64_t until;
+	uint64_t sleeps;          /* loop_sleeps() when the deadline was set, on the loop */
+};
+
+static void set_poll(void *arg)
+{
+	struct poll_call *pc = arg;
+
+	loop_poll_until(pc->l, pc->until);
+	pc->sleeps = loop_sleeps(pc->l);
+}
+
+static void pause_ms(unsigned ms)
+{
+	struct timespec ts = { 0, (long)ms * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+START_TEST(the_loop_does_not_sleep_before_its_poll_deadline)
+{
+	struct loop *l;
+	struct poll_call pc;
+
+	/* A 1 ms tick: a loop that sleeps does so at least every millisecond. */
+	ck_assert_int_eq(loop_create(&noop_ops, NULL, 1, &l), 0);
+	ck_assert_int_eq(loop_start(l, "test-poll"), 0);
+	pause_ms(20);
+	ck_assert_uint_gt(loop_sleeps(l), 0);
+
+	/* Poll for the next minute: not one sleep, however long we look. */
+	pc = (struct poll_call){ .l = l, .until = loop_clock_ns() + 60 * 1000000000ull };
+	loop_call(l, set_poll, &pc);
+	pause_ms(100);
+	ck_assert_uint_eq(loop_sleeps(l), pc.sleeps);
+
+	/* Cancelled: it sleeps again. */
+	pc.until = 0;
+	loop_call(l, set_poll, &pc);
+	for (int i = 0; i < 5000 && loop_sleeps(l) == pc.sleeps; i++)
+		pause_ms(1);
+	ck_assert_uint_gt(loop_sleeps(l), pc.sleeps);
+	loop_destroy(l);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("poll");
+	TCase *tc = tcase_create("policy");
+
+	tcase_add_test(tc, answers_of_one_request_are_polled_while_they_come_close);
+	tcase_add_test(tc, a_slow_member_turns_the_answer_poll_off_until_answers_are_close_again);
+	tcase_add_test(tc, a_request_with_one_answer_changes_nothing);
+	tcase_add_test(tc, the_next_request_is_polled_for_while_it_comes_soon);
+	tcase_add_test(tc, window_zero_never_polls);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("loop");
+	tcase_add_test(tc, the_loop_does_not_sleep_before_its_poll_deadline);
+	suite_add_tcase(s, tc);
+	return unit_run(s);
+}
