@@ -26,6 +26,7 @@
 #define DEF_HEARTBEAT_MS 250
 #define DEF_FAILURE_MS 2000
 #define DEF_REQUEST_MS 10000
+#define DEF_POLL_US 50
 
 /* Sections: the pool, the client, then one slot per member in file order. */
 enum section { SEC_NONE = -1, SEC_POOL = 0, SEC_CLIENT = 1, SEC_MEMBER0 = 2 };
@@ -38,7 +39,7 @@ enum key_id {
 	/* [member ID] */
 	K_ADDRESS, K_STORE, K_MEMBER_CONTROL,
 	/* [client] */
-	K_SOCKET, K_TCP, K_CLIENT_CONTROL,
+	K_SOCKET, K_TCP, K_CLIENT_CONTROL, K_POLL,
 	K_COUNT
 };
 
@@ -68,6 +69,7 @@ static const struct key_def {
 	[K_SOCKET] = { "socket", IN_CLIENT },
 	[K_TCP] = { "tcp", IN_CLIENT },
 	[K_CLIENT_CONTROL] = { "control", IN_CLIENT },
+	[K_POLL] = { "poll_us", IN_CLIENT },
 };
 
 static const char *const section_names[] = {
@@ -288,6 +290,8 @@ static int set_value(struct parser *p, enum key_id k, const char *v)
 		return set_hostport(p, key, c->client_tcp, sizeof(c->client_tcp), v);
 	case K_CLIENT_CONTROL:
 		return set_path(p, key, c->client_control, sizeof(c->client_control), v);
+	case K_POLL:
+		return set_uint(p, key, v, 0, 1000, &c->poll_us);
 	case K_COUNT:
 		break;
 	}
@@ -576,6 +580,7 @@ BRMR_EXPORT int brmr_config_parse(const char *file, const char *buf, size_t len,
 	cfg->heartbeat_ms = DEF_HEARTBEAT_MS;
 	cfg->failure_timeout_ms = DEF_FAILURE_MS;
 	cfg->request_timeout_ms = DEF_REQUEST_MS;
+	cfg->poll_us = DEF_POLL_US;
 	p->file = file;
 	p->cfg = cfg;
 	p->err = err;

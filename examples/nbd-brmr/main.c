@@ -636,6 +636,7 @@ int main(int argc, char **argv)
 		o.heartbeat_ms = cfg->file->heartbeat_ms;
 		o.failure_timeout_ms = cfg->file->failure_timeout_ms;
 		o.request_timeout_ms = cfg->file->request_timeout_ms;
+		o.poll_us = cfg->file->poll_us ? cfg->file->poll_us : RMR_POLL_OFF;
 	}
 	o.ops = &nbdb_client_ops;
 	o.priv = &rt->ctl;

@@ -69,6 +69,7 @@ START_TEST(defaults)
 	ck_assert_str_eq(cfg.client_socket, "/run/brmr/vol1.nbd.sock");
 	ck_assert_str_eq(cfg.client_tcp, "");
 	ck_assert_str_eq(cfg.client_control, "/run/brmr/vol1-client.ctl");
+	ck_assert_uint_eq(cfg.poll_us, 50);
 	ck_assert_ptr_eq(brmr_config_member(&cfg, 1), &cfg.members[0]);
 	ck_assert_ptr_null(brmr_config_member(&cfg, 2));
 }
@@ -103,7 +104,8 @@ START_TEST(every_key)
 		"store=/dev/sdb\n"
 		"[client]\n"
 		"tcp = 127.0.0.1:10809\n"
-		"control = /run/c.ctl\n";
+		"control = /run/c.ctl\n"
+		"poll_us = 0                 ; never poll\n";
 
 	ck_assert_msg(parse(text) == 0, "%s", err);
 	ck_assert_uint_eq(cfg.chunk_size, 1 << 20);
@@ -115,6 +117,7 @@ START_TEST(every_key)
 	ck_assert_uint_eq(cfg.heartbeat_ms, 100);
 	ck_assert_uint_eq(cfg.failure_timeout_ms, 200);
 	ck_assert_uint_eq(cfg.request_timeout_ms, 5000);
+	ck_assert_uint_eq(cfg.poll_us, 0);
 	ck_assert_uint_eq(cfg.nmembers, 2);
 	ck_assert_uint_eq(cfg.members[0].id, 7);
 	ck_assert_uint_eq(cfg.members[0].line, 18);
@@ -234,6 +237,9 @@ START_TEST(bad_values)
 	refused("[pool]\nfailure_timeout_ms = 10\n", 2, "in 20..600000");
 	refused("[pool]\nrequest_timeout_ms = 99\n", 2, "in 100..3600000");
 	refused("[pool]\nrequest_timeout_ms = + 1\n", 2, "is not a whole number");
+	refused("[client]\npoll_us = 1001\n", 2, "poll_us: '1001' is not a whole number in 0..1000");
+	refused("[client]\npoll_us = -1\n", 2, "is not a whole number");
+	refused("[pool]\npoll_us = 10\n", 2, "key 'poll_us' belongs in a [client] section");
 	refused(POOL "[member 1]\naddress = 10.0.0.1 :7000\n", 6, "has a blank");
 	refused(POOL "[member 1]\naddress = "
 		"a23456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789012345678\n",
