@@ -25,6 +25,15 @@ void store_crash_at(struct brmr_store *s, uint64_t nth, size_t keep);
 uint64_t store_meta_writes(const struct brmr_store *s);
 bool store_crashed(struct brmr_store *s);
 
+/*
+ * Serve the data area of a store on tmpfs through a mapping (store_mem.h;
+ * brmr_store_serve() does it unless told not to). @return 1 if mapped, 0 if
+ * the store is not on tmpfs, -errno if it could not be (it works unmapped).
+ */
+int store_map_memory(struct brmr_store *s);
+/* Reads and writes served through the mapping so far. */
+uint64_t store_mapped_ios(const struct brmr_store *s);
+
 /* Start the I/O worker threads (brmr_store_serve() does it). @return 0 or -errno. */
 int store_workers_start(struct brmr_store *s);
 

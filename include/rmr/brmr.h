@@ -184,6 +184,8 @@ struct brmr_store_info {
 	uint64_t sequence;            /**< superblock sequence number */
 	uint64_t map_offset;          /**< byte offset of the dirty-map area */
 	uint64_t map_size;            /**< bytes in the dirty-map area */
+	/** served: its data area is mapped (a store on tmpfs; see brmr_serve_opts.no_mmap) */
+	bool mapped;
 };
 
 /**
@@ -212,6 +214,12 @@ struct brmr_serve_opts {
 	/** the pool key, #RMR_KEY_LEN bytes, or NULL: see rmr_pool_params.key */
 	const uint8_t *key;
 	uint32_t al_extent_size;      /**< 0 for 4 MiB: see rmr_pool_params.al_extent_size */
+	/**
+	 * Measurement only: serve a store on tmpfs with pread and pwrite. By
+	 * default its data area is mapped and copied to and from directly,
+	 * which saves a system call and a page-cache walk per request.
+	 */
+	bool no_mmap;
 };
 
 /**
@@ -219,7 +227,8 @@ struct brmr_serve_opts {
  * (rmr_pool_params.members_mask) and its peers (every listed member but this
  * one, with the address it listens on) come from the superblock's member
  * list; @p opts (NULL for the defaults) set the resync queue depth and rate.
- * The store's dirty-map area backs librmr's dirty maps.
+ * The store's dirty-map area backs librmr's dirty maps. A store on tmpfs
+ * has its data area mapped (brmr_store_info.mapped), unless @c opts->no_mmap.
  * Takes an exclusive lock on the store: one server per store.
  * @return 0 and the pool in @p out; -EINVAL for bad arguments (or an
  *         @c opts->size too small for its @c size field); -EBUSY if another

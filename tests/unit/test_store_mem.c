@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * A store on tmpfs served through a mapping of its data area (store_mem.h):
+ * which requests the map serves (only extents allocated through and
+ * through), that the bytes land in the file either way, that a trim takes
+ * its extents off the map, that a restart finds the allocated extents
+ * again, and that a full tmpfs answers ENOSPC instead of killing the
+ * member with SIGBUS. Stores live in /dev/shm (skipped where it is not
+ * tmpfs); the full-tmpfs case mounts a small tmpfs of its own (root only).
+ */
+#include "unit.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <linux/magic.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <rmr/brmr.h>
+#include <rmr/server.h>
+
+#include "store.h"
+#include "store_mem.h"
+
+#define MiB (1024ull * 1024)
+#define EXTENT (1ull << STORE_MEM_EXTENT_SHIFT)
+#define POOL (4 * EXTENT)
+#define PIECE (128u * 1024)
+
+static char dir[256];
+static char path[512];
+static bool on_tmpfs;
+
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(p);
+}
+
+static bool is_tmpfs(const char *p)
+{
+	struct statfs sfs;
+
+	return statfs(p, &sfs) == 0 && sfs.f_type == TMPFS_MAGIC;
+}
+
+static void make_dir(const char *base)
+{
+	snprintf(dir, sizeof(dir), "%s/brmr-mem-XXXXXX", base);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/store", dir);
+}
+
+static void setup(void)
+{
+	on_tmpfs = is_tmpfs("/dev/shm") && access("/dev/shm", W_OK) == 0;
+	if (on_tmpfs)
+		make_dir("/dev/shm");
+}
+
+static void teardown(void)
+{
+	if (on_tmpfs)
+		nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+static int last_status;
+static unsigned completions;
+
+static void done(struct rmr_store_io *io, int status)
+{
+	(void)io;
+	last_status = status;
+	completions++;
+}
+
+static int try_format(uint64_t pool_size)
+{
+	struct brmr_format_params p = {
+		.size = sizeof(p),
+		.pool_name = "mem",
+		.pool_size = pool_size,
+		.chunk_size = PIECE,
+		.member_id = 1,
+	};
+
+	p.pool_uuid.b[0] = 1;
+	return brmr_store_format(path, &p);
+}
+
+static void format(uint64_t pool_size)
+{
+	int ret = try_format(pool_size);
+
+	ck_assert_msg(ret == 0, "format %s: %s", path, strerror(-ret));
+}
+
+static struct brmr_store *open_store(void)
+{
+	struct brmr_store *s = NULL;
+	char why[256] = "";
+
+	ck_assert_msg(brmr_store_open(path, &s, why, sizeof(why)) == 0, "open: %s", why);
+	store_set_done(s, done);
+	return s;
+}
+
+/* Run one request; on a mapped store (and with no workers) it completes inline. */
+static int io(struct brmr_store *s, uint16_t op, uint64_t addr, uint32_t len, void *data)
+{
+	struct rmr_store_io r = {
+		.kind = op == BRMR_OP_READ ? RMR_IO_READ : RMR_IO_WRITE,
+		.op = op,
+		.addr = addr,
+		.len = len,
+		.data = data,
+		.data_len = data ? len : 0,
+	};
+	unsigned before = completions;
+
+	store_ops.io(s, &r);
+	ck_assert_uint_eq(completions, before + 1);
+	return last_status;
+}
+
+static uint64_t data_offset(struct brmr_store *s)
+{
+	struct brmr_store_info info = { .size = sizeof(info) };
+
+	ck_assert_int_eq(brmr_store_info(s, &info), 0);
+	return info.data_offset;
+}
+
+/* The bytes as the file holds them, read past the store. */
+static void file_bytes(struct brmr_store *s, uint64_t addr, void *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, buf, len, (off_t)(data_offset(s) + addr)), (ssize_t)len);
+	close(fd);
+}
+
+static void fill(uint8_t *buf, size_t len, uint8_t seed)
+{
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)(seed + i * 7);
+}
+
+/* Write [from, to) in PIECE pieces going forward, as a sequential writer does. */
+static void write_forward(struct brmr_store *s, uint64_t from, uint64_t to, uint8_t seed)
+{
+	static uint8_t buf[PIECE];
+
+	for (uint64_t a = from; a < to; a += PIECE) {
+		fill(buf, PIECE, (uint8_t)(seed + a / PIECE));
+		ck_assert_int_eq(io(s, BRMR_OP_WRITE, a, PIECE, buf), 0);
+	}
+}
+
+START_TEST(writes_into_holes_go_through_pwrite_until_an_extent_is_full)
+{
+	static uint8_t buf[4096], back[4096], big[EXTENT];
+	struct brmr_store *s;
+	struct brmr_store_info info = { .size = sizeof(info) };
+
+	if (!on_tmpfs)
+		return;
+	format(POOL);
+	s = open_store();
+	ck_assert_int_eq(store_map_memory(s), 1);
+	ck_assert_int_eq(brmr_store_info(s, &info), 0);
+	ck_assert(info.mapped);
+
+	/* A fresh store is all holes: nothing goes through the map. */
+	fill(buf, sizeof(buf), 1);
+	ck_assert_int_eq(io(s, BRMR_OP_WRITE, 8192, sizeof(buf), buf), 0);
+	ck_assert_int_eq(io(s, BRMR_OP_READ, 8192, sizeof(back), back), 0);
+	ck_assert_mem_eq(back, buf, sizeof(buf));
+	ck_assert_uint_eq(store_mapped_ios(s), 0);
+
+	/* Filled going forward: the piece that reaches the extent's end maps it. */
+	write_forward(s, 0, EXTENT, 10);
+	ck_assert_uint_eq(store_mapped_ios(s), 0);
+	fill(buf, sizeof(buf), 2);
+	ck_assert_int_eq(io(s, BRMR_OP_WRITE, 4096, sizeof(buf), buf), 0);
+	ck_assert_uint_eq(store_mapped_ios(s), 1);
+	ck_assert_int_eq(io(s, BRMR_OP_READ, 4096, sizeof(back), back), 0);
+	ck_assert_uint_eq(store_mapped_ios(s), 2);
+	ck_assert_mem_eq(back, buf, sizeof(buf));
+	file_bytes(s, 4096, back, sizeof(back));
+	ck_assert_mem_eq(back, buf, sizeof(buf)); /* in the file, not only in the map */
+
+	/* One write over a whole extent maps it at once. */
+	fill(big, sizeof(big), 3);
+	ck_assert_int_eq(io(s, BRMR_OP_WRITE, EXTENT, EXTENT, big), 0);
+	ck_assert_uint_eq(store_mapped_ios(s), 2);
+	ck_assert_int_eq(io(s, BRMR_OP_READ, 2 * EXTENT - 4096, 4096, back), 0);
+	ck_assert_uint_eq(store_mapped_ios(s), 3);
+	ck_assert_mem_eq(back, big + EXTENT - 4096, 4096);
+
+	/* Across a mapped and an unmapped extent: the plain path. */
+	ck_assert_int_eq(io(s, BRMR_OP_READ, 2 * EXTENT - 2048, 4096, back), 0);
+	ck_assert_uint_eq(store_mapped_ios(s), 3);
+	ck_assert_mem_eq(back, big + EXTENT - 2048, 2048);
+	brmr_store_close(s);
+}
+END_TEST
+
+START_TEST(a_trim_takes_its_extent_off_the_map)
+{
+	static uint8_t buf[4096], back[4096], zero[4096];
+	struct brmr_store *s;
+	uint64_t n;
+
+	if (!on_tmpfs)
+		return;
+	format(POOL);
+	s = open_store();
+	ck_assert_int_eq(store_map_memory(s), 1);
+	write_forward(s, 0, EXTENT, 20);
+	ck_assert_int_eq(io(s, BRMR_OP_READ, 0, 4096, back), 0);
+	n = store_mapped_ios(s);
+	ck_assert_uint_eq(n, 1);
+
+	ck_assert_int_eq(io(s, BRMR_OP_TRIM, 65536, 65536, NULL), 0);
+	/* The hole is there, and reads and writes of the extent take the plain path. */
+	ck_assert_int_eq(io(s, BRMR_OP_READ, 65536, 4096, back), 0);
+	ck_assert_mem_eq(back, zero, sizeof(zero));
+	fill(buf, sizeof(buf), 4);
+	ck_assert_int_eq(io(s, BRMR_OP_WRITE, 0, 4096, buf), 0);
+	ck_assert_uint_eq(store_mapped_ios(s), n);
+	ck_assert_int_eq(io(s, BRMR_OP_READ, 0, 4096, back), 0);
+	ck_assert_mem_eq(back, buf, sizeof(buf));
+
+	/* Written whole again, it is mapped again. */
+	write_forward(s, 0, EXTENT, 30);
+	ck_assert_int_eq(io(s, BRMR_OP_WRITE_ZEROES, 3 * 4096, 4096, NULL), 0);
+	ck_assert_int_eq(io(s, BRMR_OP_READ, 3 * 4096, 4096, back), 0);
+	ck_assert_mem_eq(back, zero, sizeof(zero));
+	write_forward(s, 0, EXTENT, 40);
+	ck_assert_int_eq(io(s, BRMR_OP_READ, 0, 4096, back), 0);
+	ck_assert_uint_eq(store_mapped_ios(s), n + 1);
+	brmr_store_close(s);
+}
+END_TEST
+
+START_TEST(a_restart_finds_the_allocated_extents)
+{
+	static uint8_t back[4096], want[PIECE], zero[4096];
+	struct brmr_store *s;
+
+	if (!on_tmpfs)
+		return;
+	format(POOL);
+	s = open_store();
+	ck_assert_int_eq(store_map_memory(s), 1);
+	write_forward(s, 2 * EXTENT, 3 * EXTENT, 50);
+	ck_assert_int_eq(io(s, BRMR_OP_WRITE, 4096, 4096, want), 0); /* extent 0: one page */
+	brmr_store_close(s);
+
+	s = open_store();
+	ck_assert_int_eq(store_map_memory(s), 1);
+	ck_assert_int_eq(io(s, BRMR_OP_READ, 2 * EXTENT + PIECE, 4096, back), 0);
+	ck_assert_uint_eq(store_mapped_ios(s), 1);
+	fill(want, PIECE, (uint8_t)(50 + (2 * EXTENT + PIECE) / PIECE));
+	ck_assert_mem_eq(back, want, 4096);
+	/* Extents with holes stay off the map: reading them allocates nothing. */
+	ck_assert_int_eq(io(s, BRMR_OP_READ, 3 * EXTENT, 4096, back), 0);
+	ck_assert_int_eq(io(s, BRMR_OP_READ, 8192, 4096, back), 0);
+	ck_assert_mem_eq(back, zero, sizeof(zero));
+	ck_assert_uint_eq(store_mapped_ios(s), 1);
+	brmr_store_close(s);
+}
+END_TEST
+
+START_TEST(a_store_elsewhere_is_not_mapped)
+{
+	static uint8_t buf[4096], back[4096];
+	char cwd[256];
+	struct brmr_store *s;
+	struct brmr_store_info info = { .size = sizeof(info) };
+
+	ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+	if (is_tmpfs(cwd))
+		return; /* the build directory is on tmpfs here: nothing to compare */
+	if (on_tmpfs)
+		nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	make_dir(cwd);
+	format(POOL);
+	s = open_store();
+	ck_assert_int_eq(store_map_memory(s), 0);
+	fill(buf, sizeof(buf), 5);
+	write_forward(s, 0, EXTENT, 60);
+	ck_assert_int_eq(io(s, BRMR_OP_WRITE, 0, 4096, buf), 0);
+	ck_assert_int_eq(io(s, BRMR_OP_READ, 0, 4096, back), 0);
+	ck_assert_mem_eq(back, buf, sizeof(buf));
+	ck_assert_uint_eq(store_mapped_ios(s), 0);
+	ck_assert_int_eq(brmr_store_info(s, &info), 0);
+	ck_assert(!info.mapped);
+	brmr_store_close(s);
+	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	on_tmpfs = false; /* removed already */
+}
+END_TEST
+
+/*
+ * In a child with a mount namespace of its own: a 3 MiB tmpfs under a
+ * store whose pool is larger. Writes fill it until tmpfs is full; every
+ * write after that must fail with ENOSPC (a write through the map into a
+ * hole would die of SIGBUS), while the extents already allocated still work.
+ */
+static int full_tmpfs_child(void)
+{
+	static uint8_t buf[PIECE], back[PIECE];
+	struct brmr_store *s;
+	uint64_t addr;
+	int ret = 0;
+
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("brmr-test", dir, "tmpfs", 0, "size=3m") < 0)
+		return 77;
+	if (try_format(16 * MiB) < 0 || brmr_store_open(path, &s, NULL, 0) < 0)
+		return 2;
+	store_set_done(s, done);
+	if (store_map_memory(s) != 1)
+		return 2;
+	for (addr = 0; addr < 16 * MiB; addr += PIECE) {
+		fill(buf, PIECE, (uint8_t)addr);
+		ret = io(s, BRMR_OP_WRITE, addr, PIECE, buf);
+		if (ret < 0)
+			break;
+	}
+	if (ret != -ENOSPC || addr < EXTENT)
+		return 3; /* the store should have filled an extent first */
+	/* Full: more writes into holes fail the same way, mapped extents still take them. */
+	if (io(s, BRMR_OP_WRITE, 15 * MiB, PIECE, buf) != -ENOSPC)
+		return 4;
+	fill(buf, PIECE, 99);
+	if (io(s, BRMR_OP_WRITE, 0, PIECE, buf) != 0 || store_mapped_ios(s) != 1)
+		return 5;
+	if (io(s, BRMR_OP_READ, 0, PIECE, back) != 0 || memcmp(back, buf, PIECE))
+		return 6;
+	brmr_store_close(s);
+	return 0;
+}
+
+START_TEST(a_full_tmpfs_answers_enospc)
+{
+	pid_t pid;
+	int status;
+
+	if (!on_tmpfs || geteuid() != 0) {
+		fprintf(stderr, "a_full_tmpfs_answers_enospc: skipped (needs root and /dev/shm)\n");
+		return;
+	}
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		fflush(stderr);
+		_exit(full_tmpfs_child());
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status), "the store died of signal %d", WTERMSIG(status));
+	if (WEXITSTATUS(status) == 77) {
+		fprintf(stderr, "a_full_tmpfs_answers_enospc: skipped (cannot mount a tmpfs)\n");
+		return;
+	}
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("store_mem");
+	TCase *tc = tcase_create("store_mem");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, writes_into_holes_go_through_pwrite_until_an_extent_is_full);
+	tcase_add_test(tc, a_trim_takes_its_extent_off_the_map);
+	tcase_add_test(tc, a_restart_finds_the_allocated_extents);
+	tcase_add_test(tc, a_store_elsewhere_is_not_mapped);
+	tcase_add_test(tc, a_full_tmpfs_answers_enospc);
+	suite_add_tcase(s, tc);
+	if (!is_tmpfs("/dev/shm"))
+		fprintf(stderr, "store_mem: /dev/shm is not tmpfs here: the mapped cases are skipped\n");
+	return unit_run(s);
+}
