@@ -70,6 +70,7 @@ struct server_cfg {
 	bool have_resync_rate;
 	bool replace;               /* the stores are blank replacements of their members */
 	bool no_activity_log;       /* measurement only (bench/al) */
+	bool no_mmap;               /* measurement only: a store on tmpfs unmapped */
 	bool verbose;
 	bool syslog;
 };
@@ -113,6 +114,8 @@ static void usage(FILE *f)
 		"                       a store that has served its pool before\n"
 		"  --no-activity-log    for measurement only (bench/al): keep no activity log, so\n"
 		"                       that a writer crash can leave members silently different\n"
+		"  --no-mmap            for measurement only: serve a store on tmpfs with pread\n"
+		"                       and pwrite instead of through a mapping of its data\n"
 		"  --syslog             log to syslog (facility daemon) instead of stderr\n"
 		"  --verbose            log debug messages\n"
 		"  --help               show this help\n"
@@ -379,7 +382,7 @@ static int load_keys(struct server_cfg *cfg)
 static int parse_args(int argc, char **argv, struct server_cfg *cfg)
 {
 	enum { O_LISTEN = 256, O_STORE, O_PROVIDER, O_TRANSPORT, O_CONTROL, O_READY,
-	       O_PID, O_QD, O_SYNC_QD, O_RESYNC_RATE, O_REPLACE, O_NO_AL, O_VERBOSE, O_HELP,
+	       O_PID, O_QD, O_SYNC_QD, O_RESYNC_RATE, O_REPLACE, O_NO_AL, O_NO_MMAP, O_VERBOSE, O_HELP,
 	       O_CONFIG, O_POOL, O_MEMBER, O_SYSLOG, O_KEY_FILE };
 	static const struct option opts[] = {
 		{ "listen", required_argument, NULL, O_LISTEN },
@@ -398,6 +401,7 @@ static int parse_args(int argc, char **argv, struct server_cfg *cfg)
 		{ "resync-rate", required_argument, NULL, O_RESYNC_RATE },
 		{ "replace", no_argument, NULL, O_REPLACE },
 		{ "no-activity-log", no_argument, NULL, O_NO_AL },
+		{ "no-mmap", no_argument, NULL, O_NO_MMAP },
 		{ "syslog", no_argument, NULL, O_SYSLOG },
 		{ "verbose", no_argument, NULL, O_VERBOSE },
 		{ "help", no_argument, NULL, O_HELP },
@@ -485,6 +489,9 @@ static int parse_args(int argc, char **argv, struct server_cfg *cfg)
 			break;
 		case O_NO_AL:
 			cfg->no_activity_log = true;
+			break;
+		case O_NO_MMAP:
+			cfg->no_mmap = true;
 			break;
 		case O_SYSLOG:
 			cfg->syslog = true;
@@ -684,6 +691,7 @@ int main(int argc, char **argv)
 				       : sv->conf->resync_rate,
 			.replace = cfg.replace,
 			.no_activity_log = cfg.no_activity_log,
+			.no_mmap = cfg.no_mmap,
 			.key = sv->keyed ? sv->key : NULL,
 		};
 		char uuid[37];
@@ -701,11 +709,13 @@ int main(int argc, char **argv)
 					: strerror(-ret));
 			goto out;
 		}
+		brmr_store_info(ctl.pools[i].store, &info);
 		dlog_pm(RMR_LOG_INFO, info.pool_name, info.member_id,
-			"serving pool=%s uuid=%s member=%u size=%llu chunk=%u from %s%s%s",
+			"serving pool=%s uuid=%s member=%u size=%llu chunk=%u from %s%s%s%s",
 			info.pool_name, uuid, info.member_id, (unsigned long long)info.pool_size,
-			info.chunk_size, sv->path, sv->conf ? " as configured in " : "",
-			sv->conf ? sv->conf->file : "");
+			info.chunk_size, sv->path,
+			info.mapped ? " (on tmpfs: data mapped)" : "",
+			sv->conf ? " as configured in " : "", sv->conf ? sv->conf->file : "");
 	}
 	if (cfg.pid_file) {
 		char pid[32];
