@@ -7,8 +7,10 @@
  * Plain reads and writes run on librmr's event loop (they hit the page
  * cache); flushes, FUA writes, trims and zeroing run on a few worker threads:
  * an fdatasync can take longer than the heartbeat timeout, and the loop must
- * keep answering heartbeats meanwhile. The client never has two overlapping
- * writes in flight, so requests may complete in any order.
+ * keep answering heartbeats meanwhile. A store on tmpfs is served through a
+ * mapping of its data area (store_mem.h), and all of its requests run on
+ * the loop. The client never has two overlapping writes in flight, so
+ * requests may complete in any order.
  */
 #include "brmr_internal.h"
 #include "crc32c.h"
@@ -901,12 +903,17 @@ BRMR_EXPORT void brmr_store_close(struct brmr_store *s)
 	free(s);
 }
 
-BRMR_EXPORT int brmr_store_info(struct brmr_store *s, struct brmr_store_info *info)
+BRMR_EXPORT int brmr_store_info(struct brmr_store *s, struct brmr_store_info *caller)
 {
-	if (!s || !info || info->size < sizeof(*info))
+	struct brmr_store_info full, *info = &full;
+	size_t size;
+
+	/* An older caller's shorter struct (without @mapped) gets what fits. */
+	if (!s || !caller || caller->size < offsetof(struct brmr_store_info, mapped))
 		return -EINVAL;
+	size = caller->size < sizeof(full) ? caller->size : sizeof(full);
 	memset(info, 0, sizeof(*info));
-	info->size = sizeof(*info);
+	info->size = size;
 	memcpy(info->pool_name, s->sb.pool_name, sizeof(info->pool_name));
 	info->pool_uuid = s->sb.pool_uuid;
 	info->pool_size = s->sb.pool_size;
@@ -920,6 +927,7 @@ BRMR_EXPORT int brmr_store_info(struct brmr_store *s, struct brmr_store_info *in
 	info->map_offset = s->sb.map_offset;
 	info->map_size = s->sb.map_size;
 	info->mapped = store_mem_mapped(&s->mem);
+	memcpy(caller, info, size);
 	return 0;
 }
 
@@ -986,6 +994,7 @@ BRMR_EXPORT int brmr_store_serve(struct brmr_store *s, struct rmr_server *srv,
 {
 	struct rmr_peer peers[RMR_MAX_MEMBERS];
 	struct rmr_pool_params params;
+	bool was_mapped;
 	int ret;
 
 	if (!s || !srv || !out)
@@ -1004,14 +1013,18 @@ BRMR_EXPORT int brmr_store_serve(struct brmr_store *s, struct rmr_server *srv,
 			return errno == EWOULDBLOCK ? -EBUSY : -errno;
 		s->locked = true;
 	}
-	ret = store_workers_start(s);
-	if (ret == 0 && !(opts && opts->size >= offsetof(struct brmr_serve_opts, no_mmap) +
-					     sizeof(opts->no_mmap) && opts->no_mmap))
+	/* A store served before (and failed to serve again) keeps what it had. */
+	was_mapped = store_mem_mapped(&s->mem);
+	if (!was_mapped && !(opts && opts->size >= offsetof(struct brmr_serve_opts, no_mmap) +
+						sizeof(opts->no_mmap) && opts->no_mmap))
 		store_map_memory(s); /* a failure leaves it unmapped, which works */
+	/* A mapped store runs every request inline: it needs no workers. */
+	ret = store_mem_mapped(&s->mem) ? 0 : store_workers_start(s);
 	if (ret == 0)
 		ret = rmr_server_add_pool(srv, &params, &store_ops, s, out);
 	if (ret < 0) {
-		store_mem_close(&s->mem);
+		if (!was_mapped)
+			store_mem_close(&s->mem);
 		store_workers_stop(s);
 		flock(s->fd, LOCK_UN);
 		s->locked = false;

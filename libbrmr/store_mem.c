@@ -61,7 +61,7 @@ static void know_range(struct store_mem *m, uint64_t from, uint64_t to)
 		set_known(m, e, true);
 }
 
-/* Walk the data area's data segments (tmpfs reports them page by page). */
+/* Walk the data area's data segments: each SEEK_HOLE ends a whole run of pages. */
 static int scan(struct store_mem *m)
 {
 	uint64_t pos = 0;

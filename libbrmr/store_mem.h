@@ -17,6 +17,12 @@
  *
  * Not thread-safe: the store runs every request of a mapped store on the
  * server's loop thread (tmpfs never blocks), so a trim cannot race a copy.
+ *
+ * What the map cannot survive is another process shrinking the store file
+ * or punching holes in it while it is served (the store holds an exclusive
+ * flock, which brmr's tools respect): a copy into the missing pages ends
+ * the member with SIGBUS where pread would have failed the request. The
+ * member's peers then carry on without it, as after any crash.
  */
 #ifndef BRMR_STORE_MEM_H
 #define BRMR_STORE_MEM_H

@@ -201,7 +201,11 @@ int brmr_store_open(const char *path, struct brmr_store **out, char *why, size_t
 /** Close a store that is not being served. */
 void brmr_store_close(struct brmr_store *s);
 
-/** Copy the store's identity. @return 0, or -EINVAL if @c info->size is too small. */
+/**
+ * Copy the store's identity. A caller built against an older, shorter
+ * struct (@c info->size) gets the fields that fit.
+ * @return 0, or -EINVAL if @c info->size is smaller than any version's.
+ */
 int brmr_store_info(struct brmr_store *s, struct brmr_store_info *info);
 
 /** Options of brmr_store_serve(). Zero means "default" for every number. */

@@ -168,13 +168,13 @@ int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned fla
 
 /* --- completion ---------------------------------------------------------- */
 
-/* The last request in flight completed: poll for the next one, if that pays. */
+/*
+ * The last request in flight completed: poll for the next one, if that
+ * pays, and in any case no longer for answers (0 ends such a poll).
+ */
 static void idle_poll_begin(struct rmr_client *c)
 {
-	uint64_t until = poll_on_idle(&c->poll, loop_now(c->loop));
-
-	if (until)
-		loop_poll_until(c->loop, until);
+	loop_poll_until(c->loop, poll_on_idle(&c->poll, loop_now(c->loop)));
 }
 
 /* Requests arrived: stop polling for them. */
@@ -525,6 +525,7 @@ static void start_map_add(struct rmr_client *c, struct slot *s, uint64_t new_mis
 	uint64_t sent = 0, unrecorded = 0;
 
 	s->phase = SLOT_MAP_ADD;
+	s->first_answer = 0; /* a new phase: its answers are timed on their own */
 	s->missed_ids |= new_missed;
 	client_write_missed(c, s, new_missed);
 	s->legs_mask = 0;

@@ -112,13 +112,16 @@ static void noop_wake(void *ctx)
 	(void)ctx;
 }
 
-static void noop_tick(void *ctx, uint64_t now)
+static atomic_uint ticks;
+
+static void count_tick(void *ctx, uint64_t now)
 {
 	(void)ctx;
 	(void)now;
+	atomic_fetch_add(&ticks, 1);
 }
 
-static const struct loop_ops noop_ops = { .wake = noop_wake, .tick = noop_tick };
+static const struct loop_ops noop_ops = { .wake = noop_wake, .tick = count_tick };
 
 struct poll_call {
 	struct loop *l;
@@ -145,6 +148,7 @@ START_TEST(the_loop_does_not_sleep_before_its_poll_deadline)
 {
 	struct loop *l;
 	struct poll_call pc;
+	unsigned t0;
 
 	/* A 1 ms tick: a loop that sleeps does so at least every millisecond. */
 	ck_assert_int_eq(loop_create(&noop_ops, NULL, 1, &l), 0);
@@ -152,11 +156,14 @@ START_TEST(the_loop_does_not_sleep_before_its_poll_deadline)
 	pause_ms(20);
 	ck_assert_uint_gt(loop_sleeps(l), 0);
 
-	/* Poll for the next minute: not one sleep, however long we look. */
+	/* Poll for the next minute: not one sleep, however long we look, and
+	 * the ticks (heartbeats, deadlines) still run. */
 	pc = (struct poll_call){ .l = l, .until = loop_clock_ns() + 60 * 1000000000ull };
 	loop_call(l, set_poll, &pc);
+	t0 = atomic_load(&ticks);
 	pause_ms(100);
 	ck_assert_uint_eq(loop_sleeps(l), pc.sleeps);
+	ck_assert_uint_gt(atomic_load(&ticks), t0);
 
 	/* Cancelled: it sleeps again. */
 	pc.until = 0;

@@ -11,6 +11,7 @@
 #include "unit.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <ftw.h>
 #include <linux/magic.h>
 #include <sched.h>
@@ -72,14 +73,21 @@ static void teardown(void)
 		nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
+static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
 static int last_status;
 static unsigned completions;
+static pthread_t done_thread;
 
 static void done(struct rmr_store_io *io, int status)
 {
 	(void)io;
+	pthread_mutex_lock(&done_lock);
 	last_status = status;
+	done_thread = pthread_self();
 	completions++;
+	pthread_cond_broadcast(&done_cond);
+	pthread_mutex_unlock(&done_lock);
 }
 
 static int try_format(uint64_t pool_size)
@@ -110,10 +118,24 @@ static struct brmr_store *open_store(void)
 
 	ck_assert_msg(brmr_store_open(path, &s, why, sizeof(why)) == 0, "open: %s", why);
 	store_set_done(s, done);
+	ck_assert_int_eq(store_workers_start(s), 0);
 	return s;
 }
 
-/* Run one request; on a mapped store (and with no workers) it completes inline. */
+static bool is_mapped(struct brmr_store *s)
+{
+	struct brmr_store_info info = { .size = sizeof(info) };
+
+	ck_assert_int_eq(brmr_store_info(s, &info), 0);
+	return info.mapped;
+}
+
+/*
+ * Run one request and wait for it. The store's workers run, as when it is
+ * served: on a mapped store every request, trims and flushes too, must
+ * still complete on the calling thread (the loop), where no trim can race
+ * a copy through the map.
+ */
 static int io(struct brmr_store *s, uint16_t op, uint64_t addr, uint32_t len, void *data)
 {
 	struct rmr_store_io r = {
@@ -124,11 +146,23 @@ static int io(struct brmr_store *s, uint16_t op, uint64_t addr, uint32_t len, vo
 		.data = data,
 		.data_len = data ? len : 0,
 	};
-	unsigned before = completions;
+	unsigned before;
+	int status;
 
+	pthread_mutex_lock(&done_lock);
+	before = completions;
+	pthread_mutex_unlock(&done_lock);
 	store_ops.io(s, &r);
+	pthread_mutex_lock(&done_lock);
+	while (completions == before)
+		pthread_cond_wait(&done_cond, &done_lock);
 	ck_assert_uint_eq(completions, before + 1);
-	return last_status;
+	if (is_mapped(s))
+		ck_assert_msg(pthread_equal(done_thread, pthread_self()),
+			      "op %u on a mapped store completed on another thread", op);
+	status = last_status;
+	pthread_mutex_unlock(&done_lock);
+	return status;
 }
 
 static uint64_t data_offset(struct brmr_store *s)

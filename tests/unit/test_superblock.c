@@ -292,8 +292,14 @@ START_TEST(test_round_trip)
 		ck_assert_uint_eq(m[i].id, test_members[i].id);
 		ck_assert_str_eq(m[i].addr, test_members[i].addr);
 	}
-	/* A too-small info struct is refused. */
-	info.size = sizeof(info) - 1;
+	/* An older caller's struct, without @mapped, gets what fits; a smaller one is refused. */
+	memset(&info, 0xee, sizeof(info));
+	info.size = offsetof(struct brmr_store_info, mapped);
+	ck_assert_int_eq(brmr_store_info(s, &info), 0);
+	ck_assert_uint_eq(info.size, offsetof(struct brmr_store_info, mapped));
+	ck_assert_uint_eq(info.map_size, 63 * 4096 + 2 * 32768);
+	ck_assert_uint_eq(*(uint8_t *)&info.mapped, 0xee); /* not written */
+	info.size = offsetof(struct brmr_store_info, mapped) - 1;
 	ck_assert_int_eq(brmr_store_info(s, &info), -EINVAL);
 	brmr_store_close(s);
 
