@@ -26,7 +26,7 @@
 #define DEF_HEARTBEAT_MS 250
 #define DEF_FAILURE_MS 2000
 #define DEF_REQUEST_MS 10000
-#define DEF_POLL_US 50
+#define DEF_POLL_US 100
 
 /* Sections: the pool, the client, then one slot per member in file order. */
 enum section { SEC_NONE = -1, SEC_POOL = 0, SEC_CLIENT = 1, SEC_MEMBER0 = 2 };

@@ -106,7 +106,7 @@ struct brmr_config {
 	char key_file[BRMR_CONFIG_PATH_MAX + 1];
 	/** @c key_file was named in the file (else it is the default) */
 	bool key_file_set;
-	/** [client] poll_us: the client's longest poll, 0..1000 us, 0 = never (default 50; rmr_client_opts.poll_us) */
+	/** [client] poll_us: the client's longest poll, 0..1000 us, 0 = never (default 100; rmr_client_opts.poll_us) */
 	unsigned poll_us;
 };
 

@@ -92,7 +92,7 @@ struct rmr_client_opts {
 	 * while the same request's other members are still to answer, and
 	 * after the last request in flight completed (a consumer that waits for
 	 * each answer sends its next request at once). Each is tried again
-	 * only while it pays. Default 50, at most 1000; #RMR_POLL_OFF: never
+	 * only while it pays. Default 100, at most 1000; #RMR_POLL_OFF: never
 	 * (every wait sleeps, for hosts where CPU time matters more than the
 	 * latency of one request).
 	 */

@@ -69,7 +69,7 @@ START_TEST(defaults)
 	ck_assert_str_eq(cfg.client_socket, "/run/brmr/vol1.nbd.sock");
 	ck_assert_str_eq(cfg.client_tcp, "");
 	ck_assert_str_eq(cfg.client_control, "/run/brmr/vol1-client.ctl");
-	ck_assert_uint_eq(cfg.poll_us, 50);
+	ck_assert_uint_eq(cfg.poll_us, 100);
 	ck_assert_ptr_eq(brmr_config_member(&cfg, 1), &cfg.members[0]);
 	ck_assert_ptr_null(brmr_config_member(&cfg, 2));
 }
