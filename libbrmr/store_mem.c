@@ -36,7 +36,7 @@ static void set_known(struct store_mem *m, uint64_t e, bool known)
 /* Inside the data area, and every extent of it known? */
 static bool servable(const struct store_mem *m, uint64_t addr, size_t len)
 {
-	if (!m->base || !len || addr > m->size || len > m->size - addr)
+	if (!m->base || !len || len > STORE_MEM_MAX_COPY || addr > m->size || len > m->size - addr)
 		return false;
 	for (uint64_t e = addr >> STORE_MEM_EXTENT_SHIFT;
 	     e <= (addr + len - 1) >> STORE_MEM_EXTENT_SHIFT; e++)

@@ -15,6 +15,12 @@
  * last page and a SEEK_HOLE finds none in it (so a sequential fill maps
  * what it filled); it is forgotten before a trim punches a hole in it.
  *
+ * Only small requests (up to STORE_MEM_MAX_COPY) take the map. A copy
+ * into pages this process has not touched yet costs a page fault per 4 KiB
+ * page, where one pread or pwrite of a large request costs one system call:
+ * a resync right after a restart copied 1 GiB in 1.0 s through the map
+ * against 0.55 s through the file.
+ *
  * Not thread-safe: the store runs every request of a mapped store on the
  * server's loop thread (tmpfs never blocks), so a trim cannot race a copy.
  *
@@ -42,6 +48,8 @@ struct store_mem {
 
 /* Extents of 2 MiB: a 1 TiB pool needs 64 KiB of bits. */
 #define STORE_MEM_EXTENT_SHIFT 21
+/* Larger requests go through the file (see above). */
+#define STORE_MEM_MAX_COPY (32u * 1024)
 
 /*
  * Map the data area [@p data_offset, + @p size) of @p fd if it is a regular
@@ -57,7 +65,10 @@ static inline bool store_mem_mapped(const struct store_mem *m)
 	return m->base != NULL;
 }
 
-/* Copy [@p addr, + @p len) of the data area through the map, if every extent of it is known. */
+/*
+ * Copy [@p addr, + @p len) of the data area through the map, if it is small
+ * and every extent of it is known. @return whether it did.
+ */
 bool store_mem_read(struct store_mem *m, uint64_t addr, void *buf, size_t len);
 bool store_mem_write(struct store_mem *m, uint64_t addr, const void *buf, size_t len);
 

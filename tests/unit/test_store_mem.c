@@ -241,9 +241,15 @@ START_TEST(writes_into_holes_go_through_pwrite_until_an_extent_is_full)
 	ck_assert_uint_eq(store_mapped_ios(s), 3);
 	ck_assert_mem_eq(back, big + EXTENT - 4096, 4096);
 
+	/* Large requests take the file even where the map could serve them. */
+	ck_assert_int_eq(io(s, BRMR_OP_READ, EXTENT, PIECE, big), 0);
+	ck_assert_uint_eq(store_mapped_ios(s), 3);
+	ck_assert_int_eq(io(s, BRMR_OP_READ, EXTENT, STORE_MEM_MAX_COPY, big), 0);
+	ck_assert_uint_eq(store_mapped_ios(s), 4);
+
 	/* Across a mapped and an unmapped extent: the plain path. */
 	ck_assert_int_eq(io(s, BRMR_OP_READ, 2 * EXTENT - 2048, 4096, back), 0);
-	ck_assert_uint_eq(store_mapped_ios(s), 3);
+	ck_assert_uint_eq(store_mapped_ios(s), 4);
 	ck_assert_mem_eq(back, big + EXTENT - 2048, 2048);
 	brmr_store_close(s);
 }
@@ -378,10 +384,10 @@ static int full_tmpfs_child(void)
 	/* Full: more writes into holes fail the same way, mapped extents still take them. */
 	if (io(s, BRMR_OP_WRITE, 15 * MiB, PIECE, buf) != -ENOSPC)
 		return 4;
-	fill(buf, PIECE, 99);
-	if (io(s, BRMR_OP_WRITE, 0, PIECE, buf) != 0 || store_mapped_ios(s) != 1)
+	fill(buf, 4096, 99);
+	if (io(s, BRMR_OP_WRITE, 0, 4096, buf) != 0 || store_mapped_ios(s) != 1)
 		return 5;
-	if (io(s, BRMR_OP_READ, 0, PIECE, back) != 0 || memcmp(back, buf, PIECE))
+	if (io(s, BRMR_OP_READ, 0, 4096, back) != 0 || memcmp(back, buf, 4096))
 		return 6;
 	brmr_store_close(s);
 	return 0;
