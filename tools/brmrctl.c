@@ -19,6 +19,7 @@
 #include "brmrctl.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,6 +308,15 @@ int main(int argc, char **argv)
 	char names[256] = "";
 	size_t used = 0;
 
+	/*
+	 * libfabric pulls in libinfinipath, whose constructor catches SIGINT
+	 * and SIGTERM to clean up adapter state; in a process that never used
+	 * an adapter its handler sometimes hangs instead of ending it (one
+	 * `timeout 5 brmrctl status --watch` in three outlived its SIGTERM).
+	 * A command-line tool should simply end.
+	 */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
 	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
 			  !strcmp(argv[1], "help"))) {
 		usage(stdout);

@@ -102,9 +102,13 @@ expect_error "brmrctl status without --socket" "$BRMRCTL" status
 expect_error "brmrctl status unknown option" "$BRMRCTL" status --socket "$PDIR/client.ctl" --bogus
 expect_error "brmrctl status --watch 0" "$BRMRCTL" status --socket "$PDIR/client.ctl" --watch 0
 expect_error "brmrctl status --watch=x" "$BRMRCTL" status --socket "$PDIR/client.ctl" --watch=x
-# --watch repeats until interrupted: at least two snapshots before the timeout.
-n=$(timeout 5 "$BRMRCTL" status --socket "$PDIR/m1.ctl" --watch 0.1 | grep -c "^member server") || true
+# --watch repeats until interrupted: at least two snapshots before the
+# timeout, and SIGTERM ends it (timeout's 124; 137 means it had to be killed).
+rc=0
+timeout -k 5 5 "$BRMRCTL" status --socket "$PDIR/m1.ctl" --watch 0.1 >"$WORK/watch" || rc=$?
+n=$(grep -c "^member server" "$WORK/watch") || true
 ((n >= 2)) || fail "brmrctl status --watch 0.1 printed $n snapshots in 5 s"
+((rc == 124)) || fail "brmrctl status --watch did not end on SIGTERM (timeout exit status $rc)"
 expect_error "brmrctl maintenance without on|off" "$BRMRCTL" maintenance --socket "$PDIR/client.ctl" --member 2
 expect_error "brmrctl maintenance --member 0" "$BRMRCTL" maintenance on --socket "$PDIR/client.ctl" --member 0
 expect_error "brmrctl create without --size" "$BRMRCTL" create --name x --member "1,127.0.0.1:1,$WORK/x1"
