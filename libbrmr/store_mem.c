@@ -53,6 +53,25 @@ static bool allocated(const struct store_mem *m, uint64_t start, uint64_t end)
 	return hole >= 0 && (uint64_t)hole >= m->data_offset + end;
 }
 
+/*
+ * Map the pages of a newly known extent into the page tables in one call
+ * rather than one fault per page on first copy (a fresh member spent 5.5 %
+ * of its time in page faults under 4k writes). Their memory exists already;
+ * this only costs the page-table entries. Not done for the extents the scan
+ * at start finds: that would walk a large store before serving it.
+ */
+static void prefault(struct store_mem *m, uint64_t start, uint64_t stop)
+{
+#ifdef MADV_POPULATE_WRITE
+	/* Only a hint: an old kernel (EINVAL) or any error leaves the faults to come. */
+	(void)madvise(m->base + start, (size_t)(stop - start), MADV_POPULATE_WRITE);
+#else
+	(void)m;
+	(void)start;
+	(void)stop;
+#endif
+}
+
 /* Mark the extents that lie wholly inside [@p from, @p to) known. */
 static void know_range(struct store_mem *m, uint64_t from, uint64_t to)
 {
@@ -164,8 +183,10 @@ void store_mem_written(struct store_mem *m, uint64_t addr, uint64_t len)
 		/* Covered: every page of it now exists. Reaching its last page (a
 		 * fill going forward): ask the file whether a hole is left. */
 		if ((addr <= start && end >= stop) ||
-		    (end + PAGE > stop && allocated(m, start, stop)))
+		    (end + PAGE > stop && allocated(m, start, stop))) {
 			set_known(m, e, true);
+			prefault(m, start, stop);
+		}
 	}
 }
 
