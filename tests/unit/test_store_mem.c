@@ -34,8 +34,10 @@
 #define POOL (4 * EXTENT)
 #define PIECE (128u * 1024)
 
-static char dir[256];
-static char path[512];
+/* Made by main(), removed by it after every test (a failed check skips teardowns). */
+static char shm_root[128], cwd_root[384];
+static char dir[512];
+static char path[600];
 static bool on_tmpfs;
 
 static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
@@ -60,17 +62,28 @@ static void make_dir(const char *base)
 	snprintf(path, sizeof(path), "%s/store", dir);
 }
 
+static void remove_tree(char *p)
+{
+	if (p[0])
+		nftw(p, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	p[0] = '\0';
+}
+
+static void remove_dir(void)
+{
+	remove_tree(dir);
+}
+
 static void setup(void)
 {
-	on_tmpfs = is_tmpfs("/dev/shm") && access("/dev/shm", W_OK) == 0;
+	on_tmpfs = shm_root[0] != '\0';
 	if (on_tmpfs)
-		make_dir("/dev/shm");
+		make_dir(shm_root);
 }
 
 static void teardown(void)
 {
-	if (on_tmpfs)
-		nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	remove_dir();
 }
 
 static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -330,11 +343,10 @@ START_TEST(a_store_elsewhere_is_not_mapped)
 	struct brmr_store_info info = { .size = sizeof(info) };
 
 	ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
-	if (is_tmpfs(cwd))
+	if (is_tmpfs(cwd) || !cwd_root[0])
 		return; /* the build directory is on tmpfs here: nothing to compare */
-	if (on_tmpfs)
-		nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-	make_dir(cwd);
+	remove_dir();
+	make_dir(cwd_root);
 	format(POOL);
 	s = open_store();
 	ck_assert_int_eq(store_map_memory(s), 0);
@@ -347,8 +359,6 @@ START_TEST(a_store_elsewhere_is_not_mapped)
 	ck_assert_int_eq(brmr_store_info(s, &info), 0);
 	ck_assert(!info.mapped);
 	brmr_store_close(s);
-	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-	on_tmpfs = false; /* removed already */
 }
 END_TEST
 
@@ -421,6 +431,7 @@ END_TEST
 int main(void)
 {
 	Suite *s = suite_create("store_mem");
+	int ret;
 	TCase *tc = tcase_create("store_mem");
 
 	tcase_add_checked_fixture(tc, setup, teardown);
@@ -430,7 +441,22 @@ int main(void)
 	tcase_add_test(tc, a_store_elsewhere_is_not_mapped);
 	tcase_add_test(tc, a_full_tmpfs_answers_enospc);
 	suite_add_tcase(s, tc);
-	if (!is_tmpfs("/dev/shm"))
-		fprintf(stderr, "store_mem: /dev/shm is not tmpfs here: the mapped cases are skipped\n");
-	return unit_run(s);
+	if (is_tmpfs("/dev/shm") && access("/dev/shm", W_OK) == 0) {
+		snprintf(shm_root, sizeof(shm_root), "/dev/shm/brmr-mem-XXXXXX");
+		if (!mkdtemp(shm_root))
+			shm_root[0] = '\0';
+	}
+	if (!shm_root[0])
+		fprintf(stderr, "store_mem: no tmpfs at /dev/shm here: the mapped cases are skipped\n");
+	if (getcwd(cwd_root, sizeof(cwd_root) - 20)) {
+		strcat(cwd_root, "/brmr-mem-XXXXXX");
+		if (!mkdtemp(cwd_root))
+			cwd_root[0] = '\0';
+	} else {
+		cwd_root[0] = '\0';
+	}
+	ret = unit_run(s);
+	remove_tree(shm_root);
+	remove_tree(cwd_root);
+	return ret;
 }
