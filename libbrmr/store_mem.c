@@ -20,27 +20,27 @@ static uint64_t extent_end(const struct store_mem *m, uint64_t e)
 	return end < m->size ? end : m->size;
 }
 
-static bool is_known(const struct store_mem *m, uint64_t e)
+static bool bit_get(const uint64_t *bits, uint64_t e)
 {
-	return (m->known[e / 64] >> (e % 64)) & 1;
+	return (bits[e / 64] >> (e % 64)) & 1;
 }
 
-static void set_known(struct store_mem *m, uint64_t e, bool known)
+static void bit_set(uint64_t *bits, uint64_t e, bool on)
 {
-	if (known)
-		m->known[e / 64] |= 1ull << (e % 64);
+	if (on)
+		bits[e / 64] |= 1ull << (e % 64);
 	else
-		m->known[e / 64] &= ~(1ull << (e % 64));
+		bits[e / 64] &= ~(1ull << (e % 64));
 }
 
 /* Inside the data area, and every extent of it known? */
 static bool servable(const struct store_mem *m, uint64_t addr, size_t len)
 {
-	if (!m->base || !len || len > STORE_MEM_MAX_COPY || addr > m->size || len > m->size - addr)
+	if (!m->base || !len || addr > m->size || len > m->size - addr)
 		return false;
 	for (uint64_t e = addr >> STORE_MEM_EXTENT_SHIFT;
 	     e <= (addr + len - 1) >> STORE_MEM_EXTENT_SHIFT; e++)
-		if (!is_known(m, e))
+		if (!bit_get(m->known, e))
 			return false;
 	return true;
 }
@@ -54,22 +54,33 @@ static bool allocated(const struct store_mem *m, uint64_t start, uint64_t end)
 }
 
 /*
- * Map the pages of a newly known extent into the page tables in one call
+ * Put the pages of known extent @p e into the page tables in one call
  * rather than one fault per page on first copy (a fresh member spent 5.5 %
  * of its time in page faults under 4k writes). Their memory exists already;
- * this only costs the page-table entries. Not done for the extents the scan
- * at start finds: that would walk a large store before serving it.
+ * this only costs the page-table entries. Done when an extent becomes known
+ * while serving, and before the first large copy into one the scan at start
+ * found (faulting those in at start would walk a large store before serving).
  */
-static void prefault(struct store_mem *m, uint64_t start, uint64_t stop)
+static void fault_in(struct store_mem *m, uint64_t e)
 {
 #ifdef MADV_POPULATE_WRITE
+	uint64_t start = e << STORE_MEM_EXTENT_SHIFT;
+
 	/* Only a hint: an old kernel (EINVAL) or any error leaves the faults to come. */
-	(void)madvise(m->base + start, (size_t)(stop - start), MADV_POPULATE_WRITE);
-#else
-	(void)m;
-	(void)start;
-	(void)stop;
+	(void)madvise(m->base + start, (size_t)(extent_end(m, e) - start), MADV_POPULATE_WRITE);
 #endif
+	bit_set(m->faulted, e, true);
+}
+
+/* Before a large copy: fault in the extents of [@p addr, + @p len) not yet in. */
+static void fault_in_range(struct store_mem *m, uint64_t addr, size_t len)
+{
+	if (len <= STORE_MEM_FAULT_MAX)
+		return;
+	for (uint64_t e = addr >> STORE_MEM_EXTENT_SHIFT;
+	     e <= (addr + len - 1) >> STORE_MEM_EXTENT_SHIFT; e++)
+		if (!bit_get(m->faulted, e))
+			fault_in(m, e);
 }
 
 /* Mark the extents that lie wholly inside [@p from, @p to) known. */
@@ -77,7 +88,7 @@ static void know_range(struct store_mem *m, uint64_t from, uint64_t to)
 {
 	for (uint64_t e = (from + EXTENT - 1) >> STORE_MEM_EXTENT_SHIFT;
 	     (e << STORE_MEM_EXTENT_SHIFT) < m->size && extent_end(m, e) <= to; e++)
-		set_known(m, e, true);
+		bit_set(m->known, e, true);
 }
 
 /* Walk the data area's data segments: each SEEK_HOLE ends a whole run of pages. */
@@ -120,14 +131,20 @@ int store_mem_open(struct store_mem *m, int fd, uint64_t data_offset, uint64_t s
 	if (!size || data_offset % PAGE || size > SIZE_MAX - PAGE)
 		return -EINVAL;
 	m->known = calloc((size_t)((nextents + 63) / 64), sizeof(*m->known));
-	if (!m->known)
+	m->faulted = calloc((size_t)((nextents + 63) / 64), sizeof(*m->faulted));
+	if (!m->known || !m->faulted) {
+		free(m->known);
+		free(m->faulted);
+		m->known = m->faulted = NULL;
 		return -ENOMEM;
+	}
 	base = mmap(NULL, (size_t)((size + PAGE - 1) & ~(PAGE - 1)), PROT_READ | PROT_WRITE,
 		    MAP_SHARED, fd, (off_t)data_offset);
 	if (base == MAP_FAILED) {
 		ret = -errno;
 		free(m->known);
-		m->known = NULL;
+		free(m->faulted);
+		m->known = m->faulted = NULL;
 		return ret;
 	}
 	m->base = base;
@@ -147,6 +164,7 @@ void store_mem_close(struct store_mem *m)
 	if (m->base)
 		munmap(m->base, (size_t)((m->size + PAGE - 1) & ~(PAGE - 1)));
 	free(m->known);
+	free(m->faulted);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -154,6 +172,7 @@ bool store_mem_read(struct store_mem *m, uint64_t addr, void *buf, size_t len)
 {
 	if (!servable(m, addr, len))
 		return false;
+	fault_in_range(m, addr, len);
 	memcpy(buf, m->base + addr, len);
 	m->mapped_ios++;
 	return true;
@@ -163,6 +182,7 @@ bool store_mem_write(struct store_mem *m, uint64_t addr, const void *buf, size_t
 {
 	if (!servable(m, addr, len))
 		return false;
+	fault_in_range(m, addr, len);
 	memcpy(m->base + addr, buf, len);
 	m->mapped_ios++;
 	return true;
@@ -178,14 +198,14 @@ void store_mem_written(struct store_mem *m, uint64_t addr, uint64_t len)
 	     e <= (end - 1) >> STORE_MEM_EXTENT_SHIFT; e++) {
 		uint64_t start = e << STORE_MEM_EXTENT_SHIFT, stop = extent_end(m, e);
 
-		if (is_known(m, e))
+		if (bit_get(m->known, e))
 			continue;
 		/* Covered: every page of it now exists. Reaching its last page (a
 		 * fill going forward): ask the file whether a hole is left. */
 		if ((addr <= start && end >= stop) ||
 		    (end + PAGE > stop && allocated(m, start, stop))) {
-			set_known(m, e, true);
-			prefault(m, start, stop);
+			bit_set(m->known, e, true);
+			fault_in(m, e);
 		}
 	}
 }
@@ -197,6 +217,8 @@ void store_mem_forget(struct store_mem *m, uint64_t addr, uint64_t len)
 	if (len > m->size - addr)
 		len = m->size - addr;
 	for (uint64_t e = addr >> STORE_MEM_EXTENT_SHIFT;
-	     e <= (addr + len - 1) >> STORE_MEM_EXTENT_SHIFT; e++)
-		set_known(m, e, false);
+	     e <= (addr + len - 1) >> STORE_MEM_EXTENT_SHIFT; e++) {
+		bit_set(m->known, e, false);
+		bit_set(m->faulted, e, false); /* the kernel unmaps what it punches */
+	}
 }

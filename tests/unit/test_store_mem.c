@@ -215,7 +215,7 @@ static void write_forward(struct brmr_store *s, uint64_t from, uint64_t to, uint
 
 START_TEST(writes_into_holes_go_through_pwrite_until_an_extent_is_full)
 {
-	static uint8_t buf[4096], back[4096], big[EXTENT];
+	static uint8_t buf[4096], back[4096], big[EXTENT], back_big[PIECE];
 	struct brmr_store *s;
 	struct brmr_store_info info = { .size = sizeof(info) };
 
@@ -254,11 +254,10 @@ START_TEST(writes_into_holes_go_through_pwrite_until_an_extent_is_full)
 	ck_assert_uint_eq(store_mapped_ios(s), 3);
 	ck_assert_mem_eq(back, big + EXTENT - 4096, 4096);
 
-	/* Large requests take the file even where the map could serve them. */
-	ck_assert_int_eq(io(s, BRMR_OP_READ, EXTENT, PIECE, big), 0);
-	ck_assert_uint_eq(store_mapped_ios(s), 3);
-	ck_assert_int_eq(io(s, BRMR_OP_READ, EXTENT, STORE_MEM_MAX_COPY, big), 0);
+	/* Large requests take the map too. */
+	ck_assert_int_eq(io(s, BRMR_OP_READ, EXTENT, PIECE, back_big), 0);
 	ck_assert_uint_eq(store_mapped_ios(s), 4);
+	ck_assert_mem_eq(back_big, big, PIECE);
 
 	/* Across a mapped and an unmapped extent: the plain path. */
 	ck_assert_int_eq(io(s, BRMR_OP_READ, 2 * EXTENT - 2048, 4096, back), 0);
@@ -331,6 +330,89 @@ START_TEST(a_restart_finds_the_allocated_extents)
 	ck_assert_int_eq(io(s, BRMR_OP_READ, 8192, 4096, back), 0);
 	ck_assert_mem_eq(back, zero, sizeof(zero));
 	ck_assert_uint_eq(store_mapped_ios(s), 1);
+	brmr_store_close(s);
+}
+END_TEST
+
+/* Is the page at @p p in this process's page tables (/proc/self/pagemap)? */
+static bool in_page_tables(const void *p)
+{
+	uint64_t entry = 0;
+	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	ck_assert_int_ge(fd, 0);
+	n = pread(fd, &entry, sizeof(entry), (off_t)((uintptr_t)p / 4096 * sizeof(entry)));
+	close(fd);
+	ck_assert_int_eq(n, (ssize_t)sizeof(entry));
+	return entry >> 63; /* "present" */
+}
+
+/* Where this process maps the store's data area (/proc/self/maps). */
+static const uint8_t *mapped_base(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[1024];
+	unsigned long start = 0;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (strlen(line) > strlen(path) && !strcmp(line + strlen(line) - strlen(path), path) &&
+		    sscanf(line, "%lx-", &start) == 1)
+			break;
+		start = 0;
+	}
+	fclose(f);
+	ck_assert_uint_ne(start, 0);
+	return (const uint8_t *)start;
+}
+
+START_TEST(a_large_copy_faults_its_extents_in_first)
+{
+	static uint8_t back[PIECE], want[PIECE];
+	struct brmr_store *s;
+	const uint8_t *base;
+
+	if (!on_tmpfs)
+		return;
+	format(POOL);
+	s = open_store();
+	ck_assert_int_eq(store_map_memory(s), 1);
+	write_forward(s, 0, 2 * EXTENT, 60);
+	brmr_store_close(s);
+
+	/* Known from the scan at start, not yet in the page tables. */
+	s = open_store();
+	ck_assert_int_eq(store_map_memory(s), 1);
+	base = mapped_base();
+	ck_assert(!in_page_tables(base + EXTENT - 4096));
+	ck_assert(!in_page_tables(base + 2 * EXTENT - 4096));
+
+	/* A small request faults in only what it touches. */
+	ck_assert_int_eq(io(s, BRMR_OP_READ, 0, 4096, back), 0);
+	ck_assert_uint_eq(store_mapped_ios(s), 1);
+	ck_assert(!in_page_tables(base + EXTENT - 4096));
+
+	/* A large one fills its extent's page tables first, then copies. */
+	ck_assert_int_eq(io(s, BRMR_OP_READ, EXTENT, PIECE, back), 0);
+	ck_assert_uint_eq(store_mapped_ios(s), 2);
+	fill(want, PIECE, (uint8_t)(60 + EXTENT / PIECE));
+	ck_assert_mem_eq(back, want, PIECE);
+	ck_assert(in_page_tables(base + 2 * EXTENT - 4096));
+
+	fill(want, PIECE, 70);
+	ck_assert_int_eq(io(s, BRMR_OP_WRITE, PIECE, PIECE, want), 0);
+	ck_assert_uint_eq(store_mapped_ios(s), 3);
+	ck_assert(in_page_tables(base + EXTENT - 4096));
+	file_bytes(s, PIECE, back, PIECE);
+	ck_assert_mem_eq(back, want, PIECE);
+
+	/* A trim unmaps what it punches: the extent is off the map until known again. */
+	ck_assert_int_eq(io(s, BRMR_OP_TRIM, 0, 4096, NULL), 0);
+	ck_assert_int_eq(io(s, BRMR_OP_READ, PIECE, PIECE, back), 0);
+	ck_assert_uint_eq(store_mapped_ios(s), 3);
+	ck_assert_mem_eq(back, want, PIECE);
 	brmr_store_close(s);
 }
 END_TEST
@@ -438,6 +520,7 @@ int main(void)
 	tcase_add_test(tc, writes_into_holes_go_through_pwrite_until_an_extent_is_full);
 	tcase_add_test(tc, a_trim_takes_its_extent_off_the_map);
 	tcase_add_test(tc, a_restart_finds_the_allocated_extents);
+	tcase_add_test(tc, a_large_copy_faults_its_extents_in_first);
 	tcase_add_test(tc, a_store_elsewhere_is_not_mapped);
 	tcase_add_test(tc, a_full_tmpfs_answers_enospc);
 	suite_add_tcase(s, tc);
