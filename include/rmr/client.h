@@ -88,9 +88,10 @@ struct rmr_client_opts {
 	const uint8_t *key;
 	/**
 	 * Poll instead of sleeping, for at most this many microseconds, where
-	 * the loop's wait usually ends within microseconds: after an answer
-	 * while the same request's other members are still to answer, and
-	 * after the last request in flight completed (a consumer that waits for
+	 * the loop's wait usually ends within microseconds: after requests
+	 * were sent while none was in flight (for their first answer), after
+	 * an answer while the same request's other members are still to
+	 * answer, and after the last request in flight completed (a consumer that waits for
 	 * each answer sends its next request at once). Each is tried again
 	 * only while it pays. Default 100, at most 1000; #RMR_POLL_OFF: never
 	 * (every wait sleeps, for hosts where CPU time matters more than the

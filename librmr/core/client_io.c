@@ -177,13 +177,12 @@ static void idle_poll_begin(struct rmr_client *c)
 	loop_poll_until(c->loop, poll_on_idle(&c->poll, loop_now(c->loop)));
 }
 
-/* Requests arrived: stop polling for them. */
+/* Requests arrived: stop polling for them; poll for their first answer if they end an idle time. */
 static void idle_poll_end(struct rmr_client *c)
 {
 	if (!c->poll.idle_since)
 		return;
-	poll_on_busy(&c->poll, loop_now(c->loop));
-	loop_poll_until(c->loop, 0);
+	loop_poll_until(c->loop, poll_on_busy(&c->poll, loop_now(c->loop)));
 }
 
 /* An answer of @s came: poll for the rest of its answers, if that pays. */

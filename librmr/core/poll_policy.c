@@ -3,13 +3,18 @@
 
 void poll_policy_init(struct poll_policy *p, uint64_t window_ns)
 {
-	/* Both start on: the first wait of each kind shows whether they pay. */
-	*p = (struct poll_policy){ .window_ns = window_ns, .idle_pays = true, .answers_pay = true };
+	/* All start on: the first wait of each kind shows whether they pay. */
+	*p = (struct poll_policy){ .window_ns = window_ns, .idle_pays = true, .sent_pays = true,
+				   .answers_pay = true };
 }
 
 uint64_t poll_on_answer(struct poll_policy *p, uint64_t *first_answer, bool more_due,
 			uint64_t now)
 {
+	if (p->sent_at) {
+		p->sent_pays = now - p->sent_at <= p->window_ns;
+		p->sent_at = 0;
+	}
 	if (more_due) {
 		if (!*first_answer)
 			*first_answer = now;
@@ -29,10 +34,12 @@ uint64_t poll_on_idle(struct poll_policy *p, uint64_t now)
 	return p->window_ns && p->idle_pays ? now + p->window_ns : 0;
 }
 
-void poll_on_busy(struct poll_policy *p, uint64_t now)
+uint64_t poll_on_busy(struct poll_policy *p, uint64_t now)
 {
 	if (!p->idle_since)
-		return;
+		return 0;
 	p->idle_pays = now - p->idle_since <= p->window_ns;
 	p->idle_since = 0;
+	p->sent_at = now ? now : 1; /* 0 means "none" */
+	return p->window_ns && p->sent_pays ? now + p->window_ns : 0;
 }

@@ -88,6 +88,34 @@ START_TEST(the_next_request_is_polled_for_while_it_comes_soon)
 }
 END_TEST
 
+START_TEST(the_first_answer_after_idle_is_polled_for_while_it_comes_soon)
+{
+	struct poll_policy p;
+	uint64_t first = 0;
+
+	poll_policy_init(&p, WINDOW);
+	/* Requests that do not end an idle time (under load): no poll. */
+	ck_assert_uint_eq(poll_on_busy(&p, 500 * US), 0);
+	/* Idle, then a request: poll for its first answer. */
+	poll_on_idle(&p, 1000 * US);
+	ck_assert_uint_eq(poll_on_busy(&p, 1010 * US), 1010 * US + WINDOW);
+	/* It comes 300 us later (a slow member): the next such wait sleeps... */
+	poll_on_answer(&p, &first, false, 1310 * US);
+	poll_on_idle(&p, 1310 * US);
+	ck_assert_uint_eq(poll_on_busy(&p, 1320 * US), 0);
+	/* ... and is still timed: a quick first answer turns the poll on again. */
+	poll_on_answer(&p, &first, false, 1340 * US);
+	poll_on_idle(&p, 1340 * US);
+	ck_assert_uint_eq(poll_on_busy(&p, 1350 * US), 1350 * US + WINDOW);
+	/* Only the first answer counts: a late second one is the answer poll's matter. */
+	poll_on_answer(&p, &first, true, 1360 * US);
+	poll_on_answer(&p, &first, false, 5000 * US);
+	poll_on_idle(&p, 5000 * US);
+	ck_assert_uint_eq(poll_on_busy(&p, 5010 * US), 5010 * US + WINDOW);
+	ck_assert_uint_eq(poll_on_answer(&p, &first, true, 5020 * US), 0);
+}
+END_TEST
+
 START_TEST(window_zero_never_polls)
 {
 	struct poll_policy p;
@@ -97,7 +125,7 @@ START_TEST(window_zero_never_polls)
 	ck_assert_uint_eq(poll_on_answer(&p, &first, true, 1000 * US), 0);
 	ck_assert_uint_eq(poll_on_answer(&p, &first, false, 1000 * US), 0);
 	ck_assert_uint_eq(poll_on_idle(&p, 2000 * US), 0);
-	poll_on_busy(&p, 2000 * US);
+	ck_assert_uint_eq(poll_on_busy(&p, 2000 * US), 0);
 	ck_assert_uint_eq(poll_on_idle(&p, 3000 * US), 0);
 	/* Idle at time 0 still counts as idle. */
 	poll_on_idle(&p, 0);
@@ -184,6 +212,7 @@ int main(void)
 	tcase_add_test(tc, a_slow_member_turns_the_answer_poll_off_until_answers_are_close_again);
 	tcase_add_test(tc, a_request_with_one_answer_changes_nothing);
 	tcase_add_test(tc, the_next_request_is_polled_for_while_it_comes_soon);
+	tcase_add_test(tc, the_first_answer_after_idle_is_polled_for_while_it_comes_soon);
 	tcase_add_test(tc, window_zero_never_polls);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("loop");
