@@ -180,21 +180,25 @@ static void idle_poll_begin(struct rmr_client *c)
 /* Requests arrived: stop polling for them; poll for their first answer if they end an idle time. */
 static void idle_poll_end(struct rmr_client *c)
 {
-	if (!c->poll.idle_since)
-		return;
-	loop_poll_until(c->loop, poll_on_busy(&c->poll, loop_now(c->loop)));
+	bool was_idle = c->poll.idle_since != 0;
+	uint64_t until = poll_on_busy(&c->poll, loop_now(c->loop), slot_pool_used(&c->slot_pool));
+
+	if (was_idle)
+		loop_poll_until(c->loop, until);
 }
 
 /* An answer of @s came: poll for the rest of its answers, if that pays. */
 static void answers_poll(struct rmr_client *c, struct slot *s)
 {
+	bool first = c->poll.sent_at != 0; /* the answer a first-answer poll waits for */
 	bool more_due = false;
 	uint64_t until;
 
 	for (unsigned i = 0; i < nmem(c) && !more_due; i++)
 		more_due = (s->legs_mask & bit(i)) && s->legs[i].waiting;
 	until = poll_on_answer(&c->poll, &s->first_answer, more_due, loop_now(c->loop));
-	if (until)
+	/* An answers poll, or none: the first-answer poll, if one runs, is over. */
+	if (until || first)
 		loop_poll_until(c->loop, until);
 }
 

@@ -31,15 +31,22 @@ uint64_t poll_on_answer(struct poll_policy *p, uint64_t *first_answer, bool more
 uint64_t poll_on_idle(struct poll_policy *p, uint64_t now)
 {
 	p->idle_since = now ? now : 1; /* 0 means "not idle" */
+	if (p->peak > 1)
+		p->lone_run = 0;
+	else if (p->lone_run < POLL_LONE_RUN)
+		p->lone_run++;
+	p->peak = 0;
 	return p->window_ns && p->idle_pays ? now + p->window_ns : 0;
 }
 
-uint64_t poll_on_busy(struct poll_policy *p, uint64_t now)
+uint64_t poll_on_busy(struct poll_policy *p, uint64_t now, unsigned in_flight)
 {
+	if (in_flight > p->peak)
+		p->peak = in_flight;
 	if (!p->idle_since)
 		return 0;
 	p->idle_pays = now - p->idle_since <= p->window_ns;
 	p->idle_since = 0;
 	p->sent_at = now ? now : 1; /* 0 means "none" */
-	return p->window_ns && p->sent_pays ? now + p->window_ns : 0;
+	return p->window_ns && p->sent_pays && p->lone_run >= POLL_LONE_RUN ? now + p->window_ns : 0;
 }

@@ -69,50 +69,93 @@ START_TEST(the_next_request_is_polled_for_while_it_comes_soon)
 
 	poll_policy_init(&p, WINDOW);
 	ck_assert_uint_eq(poll_on_idle(&p, 1000 * US), 1000 * US + WINDOW);
-	poll_on_busy(&p, 1030 * US);
+	poll_on_busy(&p, 1030 * US, 1);
 	ck_assert(p.idle_pays);
 	ck_assert_uint_eq(p.idle_since, 0);
 	/* A consumer that pauses: the poll did not pay, the next idle time sleeps. */
 	ck_assert_uint_eq(poll_on_idle(&p, 2000 * US), 2000 * US + WINDOW);
-	poll_on_busy(&p, 2000 * US + WINDOW + 1);
+	poll_on_busy(&p, 2000 * US + WINDOW + 1, 1);
 	ck_assert(!p.idle_pays);
 	ck_assert_uint_eq(poll_on_idle(&p, 3000 * US), 0);
 	/* Still timed while sleeping: a quick request turns the poll on again. */
-	poll_on_busy(&p, 3010 * US);
+	poll_on_busy(&p, 3010 * US, 1);
 	ck_assert(p.idle_pays);
 	ck_assert_uint_eq(poll_on_idle(&p, 4000 * US), 4000 * US + WINDOW);
 	/* Requests while not idle (more in flight) change nothing. */
-	poll_on_busy(&p, 4010 * US);
-	poll_on_busy(&p, 9000 * US);
+	poll_on_busy(&p, 4010 * US, 1);
+	poll_on_busy(&p, 9000 * US, 1);
 	ck_assert(p.idle_pays);
 }
 END_TEST
 
+/*
+ * POLL_LONE_RUN busy times of one request each, answered at once, from
+ * @p t on (the last ends idle). @return the time after them.
+ */
+static uint64_t one_at_a_time(struct poll_policy *p, uint64_t t)
+{
+	uint64_t first = 0;
+
+	for (unsigned i = 0; i < POLL_LONE_RUN; i++, t += 100 * US) {
+		poll_on_busy(p, t, 1);
+		poll_on_answer(p, &first, false, t + 10 * US);
+		poll_on_idle(p, t + 10 * US);
+	}
+	return t;
+}
+
 START_TEST(the_first_answer_after_idle_is_polled_for_while_it_comes_soon)
 {
 	struct poll_policy p;
-	uint64_t first = 0;
+	uint64_t first = 0, t;
 
 	poll_policy_init(&p, WINDOW);
 	/* Requests that do not end an idle time (under load): no poll. */
-	ck_assert_uint_eq(poll_on_busy(&p, 500 * US), 0);
-	/* Idle, then a request: poll for its first answer. */
-	poll_on_idle(&p, 1000 * US);
-	ck_assert_uint_eq(poll_on_busy(&p, 1010 * US), 1010 * US + WINDOW);
+	ck_assert_uint_eq(poll_on_busy(&p, 500 * US, 1), 0);
+	/* A consumer that sends one request at a time, idle, then a request:
+	 * poll for its first answer. */
+	t = one_at_a_time(&p, 1000 * US);
+	ck_assert_uint_eq(poll_on_busy(&p, t, 1), t + WINDOW);
 	/* It comes 300 us later (a slow member): the next such wait sleeps... */
-	poll_on_answer(&p, &first, false, 1310 * US);
-	poll_on_idle(&p, 1310 * US);
-	ck_assert_uint_eq(poll_on_busy(&p, 1320 * US), 0);
+	poll_on_answer(&p, &first, false, t + 300 * US);
+	poll_on_idle(&p, t + 300 * US);
+	ck_assert_uint_eq(poll_on_busy(&p, t + 310 * US, 1), 0);
 	/* ... and is still timed: a quick first answer turns the poll on again. */
-	poll_on_answer(&p, &first, false, 1340 * US);
-	poll_on_idle(&p, 1340 * US);
-	ck_assert_uint_eq(poll_on_busy(&p, 1350 * US), 1350 * US + WINDOW);
+	poll_on_answer(&p, &first, false, t + 330 * US);
+	poll_on_idle(&p, t + 330 * US);
+	ck_assert_uint_eq(poll_on_busy(&p, t + 340 * US, 1), t + 340 * US + WINDOW);
 	/* Only the first answer counts: a late second one is the answer poll's matter. */
-	poll_on_answer(&p, &first, true, 1360 * US);
-	poll_on_answer(&p, &first, false, 5000 * US);
-	poll_on_idle(&p, 5000 * US);
-	ck_assert_uint_eq(poll_on_busy(&p, 5010 * US), 5010 * US + WINDOW);
-	ck_assert_uint_eq(poll_on_answer(&p, &first, true, 5020 * US), 0);
+	poll_on_answer(&p, &first, true, t + 350 * US);
+	poll_on_answer(&p, &first, false, t + 4000 * US);
+	poll_on_idle(&p, t + 4000 * US);
+	ck_assert_uint_eq(poll_on_busy(&p, t + 4010 * US, 1), t + 4010 * US + WINDOW);
+	ck_assert_uint_eq(poll_on_answer(&p, &first, true, t + 4020 * US), 0);
+}
+END_TEST
+
+START_TEST(a_consumer_with_several_requests_at_once_gets_no_first_answer_poll)
+{
+	struct poll_policy p;
+	uint64_t first = 0, t;
+
+	poll_policy_init(&p, WINDOW);
+	/* Fewer than POLL_LONE_RUN one-request busy times: not yet. */
+	for (t = 1000 * US; t < 1000 * US + (POLL_LONE_RUN - 1) * 100 * US; t += 100 * US) {
+		ck_assert_uint_eq(poll_on_busy(&p, t, 1), 0);
+		poll_on_idle(&p, t + 10 * US);
+	}
+	t = one_at_a_time(&p, t);
+	ck_assert_uint_eq(poll_on_busy(&p, t, 1), t + WINDOW);
+	/* One busy time with three in flight starts the count again. */
+	poll_on_busy(&p, t + 1 * US, 3);
+	poll_on_answer(&p, &first, false, t + 20 * US);
+	poll_on_idle(&p, t + 30 * US);
+	ck_assert_uint_eq(poll_on_busy(&p, t + 40 * US, 1), 0);
+	poll_on_idle(&p, t + 50 * US);
+	/* The idle poll does not depend on it. */
+	ck_assert_uint_eq(poll_on_idle(&p, t + 60 * US), t + 60 * US + WINDOW);
+	t = one_at_a_time(&p, t + 100 * US);
+	ck_assert_uint_eq(poll_on_busy(&p, t, 1), t + WINDOW);
 }
 END_TEST
 
@@ -125,7 +168,7 @@ START_TEST(window_zero_never_polls)
 	ck_assert_uint_eq(poll_on_answer(&p, &first, true, 1000 * US), 0);
 	ck_assert_uint_eq(poll_on_answer(&p, &first, false, 1000 * US), 0);
 	ck_assert_uint_eq(poll_on_idle(&p, 2000 * US), 0);
-	ck_assert_uint_eq(poll_on_busy(&p, 2000 * US), 0);
+	ck_assert_uint_eq(poll_on_busy(&p, 2000 * US, 1), 0);
 	ck_assert_uint_eq(poll_on_idle(&p, 3000 * US), 0);
 	/* Idle at time 0 still counts as idle. */
 	poll_on_idle(&p, 0);
@@ -213,6 +256,7 @@ int main(void)
 	tcase_add_test(tc, a_request_with_one_answer_changes_nothing);
 	tcase_add_test(tc, the_next_request_is_polled_for_while_it_comes_soon);
 	tcase_add_test(tc, the_first_answer_after_idle_is_polled_for_while_it_comes_soon);
+	tcase_add_test(tc, a_consumer_with_several_requests_at_once_gets_no_first_answer_poll);
 	tcase_add_test(tc, window_zero_never_polls);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("loop");
