@@ -89,7 +89,8 @@ struct rmr_client_opts {
 	/**
 	 * Poll instead of sleeping, for at most this many microseconds, where
 	 * the loop's wait usually ends within microseconds: after requests
-	 * were sent while none was in flight (for their first answer), after
+	 * were sent while none was in flight by a consumer that sends one at
+	 * a time (for their first answer), after
 	 * an answer while the same request's other members are still to
 	 * answer, and after the last request in flight completed (a consumer that waits for
 	 * each answer sends its next request at once). Each is tried again
