@@ -151,6 +151,15 @@ static bool is_mapped(struct brmr_store *s)
  * still complete on the calling thread (the loop), where no trim can race
  * a copy through the map.
  */
+/* open_store(), its data area mapped (the store is on tmpfs). */
+static struct brmr_store *open_mapped(void)
+{
+	struct brmr_store *s = open_store();
+
+	ck_assert_int_eq(store_map_memory(s), 1);
+	return s;
+}
+
 static int io(struct brmr_store *s, uint16_t op, uint64_t addr, uint32_t len, void *data)
 {
 	struct rmr_store_io r = {
@@ -224,8 +233,7 @@ START_TEST(writes_into_holes_go_through_pwrite_until_an_extent_is_full)
 	if (!on_tmpfs)
 		return;
 	format(POOL);
-	s = open_store();
-	ck_assert_int_eq(store_map_memory(s), 1);
+	s = open_mapped();
 	ck_assert_int_eq(brmr_store_info(s, &info), 0);
 	ck_assert(info.mapped);
 
@@ -278,8 +286,7 @@ START_TEST(a_trim_takes_its_extent_off_the_map)
 	if (!on_tmpfs)
 		return;
 	format(POOL);
-	s = open_store();
-	ck_assert_int_eq(store_map_memory(s), 1);
+	s = open_mapped();
 	write_forward(s, 0, EXTENT, 20);
 	ck_assert_int_eq(io(s, BRMR_OP_READ, 0, 4096, back), 0);
 	n = store_mapped_ios(s);
@@ -315,14 +322,12 @@ START_TEST(a_restart_finds_the_allocated_extents)
 	if (!on_tmpfs)
 		return;
 	format(POOL);
-	s = open_store();
-	ck_assert_int_eq(store_map_memory(s), 1);
+	s = open_mapped();
 	write_forward(s, 2 * EXTENT, 3 * EXTENT, 50);
 	ck_assert_int_eq(io(s, BRMR_OP_WRITE, 4096, 4096, want), 0); /* extent 0: one page */
 	brmr_store_close(s);
 
-	s = open_store();
-	ck_assert_int_eq(store_map_memory(s), 1);
+	s = open_mapped();
 	ck_assert_int_eq(io(s, BRMR_OP_READ, 2 * EXTENT + PIECE, 4096, back), 0);
 	ck_assert_uint_eq(store_mapped_ios(s), 1);
 	fill(want, PIECE, (uint8_t)(50 + (2 * EXTENT + PIECE) / PIECE));
@@ -424,16 +429,14 @@ START_TEST(a_large_copy_faults_its_extents_in_first)
 	if (!on_tmpfs)
 		return;
 	format(POOL);
-	s = open_store();
-	ck_assert_int_eq(store_map_memory(s), 1);
+	s = open_mapped();
 	write_forward(s, 0, 2 * EXTENT, 60);
 	brmr_store_close(s);
 
 	/* Known from the scan at start, not yet in the page tables. Where the
 	 * map holds huge pages, a fault maps 2 MiB and there is nothing to see;
 	 * where madvise cannot fill page tables, faults do it. */
-	s = open_store();
-	ck_assert_int_eq(store_map_memory(s), 1);
+	s = open_mapped();
 	base = mapped_base();
 	ck_assert(!in_page_tables(base + EXTENT - 4096));
 	ck_assert(!in_page_tables(base + 2 * EXTENT - 4096));
