@@ -363,6 +363,21 @@ void pool_clear_chunk(struct srv_pool *p, unsigned id, uint64_t chunk)
 	if (have_map_area(p))
 		*block_stale(p, id, chunk / (MAP_BLOCK * 8)) = 1;
 	p->clears_pending = true;
+	if (id == p->params.member_id)
+		p->own_clears_pending = true;
+}
+
+/* The data of the chunks this member made clean goes to disk before their bits do. */
+static int flush_own_clears(struct srv_pool *p)
+{
+	int ret;
+
+	if (!p->own_clears_pending || !p->ops.flush)
+		return 0;
+	ret = p->ops.flush(p->store);
+	if (ret == 0)
+		p->own_clears_pending = false;
+	return ret;
 }
 
 uint64_t pool_missed_ids(const struct srv_pool *p)
@@ -383,12 +398,9 @@ int pool_flush_clears(struct srv_pool *p)
 
 	if (!p->clears_pending)
 		return 0;
-	/* The data that made the chunks clean must be on disk before the bits say so. */
-	if (p->ops.flush) {
-		ret = p->ops.flush(p->store);
-		if (ret < 0)
-			return ret;
-	}
+	ret = flush_own_clears(p);
+	if (ret < 0)
+		return ret;
 	for (uint64_t b = 0; have_map_area(p) && b < p->nblocks; b++) {
 		unsigned id = (unsigned)(b / per_member) + 1;
 
@@ -417,19 +429,15 @@ int pool_flush_clears(struct srv_pool *p)
 int pool_save_all_maps(struct srv_pool *p)
 {
 	/* Clean bits of copied chunks go down with the rest: their data first. */
-	if (p->clears_pending && p->ops.flush) {
-		int ret = p->ops.flush(p->store);
+	int ret = flush_own_clears(p);
 
-		if (ret < 0)
-			return ret;
-	}
+	if (ret < 0)
+		return ret;
 	if (!have_map_area(p)) {
 		p->missed = pool_missed_ids(p);
 		return pool_meta_save(p);
 	}
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
-		int ret;
-
 		if (!p->maps[id])
 			continue;
 		ret = write_blocks(p, id, 0, p->nchunks - 1);

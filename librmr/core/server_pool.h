@@ -59,6 +59,14 @@ struct srv_pool {
 	uint8_t *stale_blocks;       /* one byte per block of the area */
 	uint64_t nblocks;
 	bool clears_pending;
+	/*
+	 * Of those, bits of this member's own map: chunks it copied in or
+	 * overwrote whole. Their data must be flushed before the bits go
+	 * down. A peer's cleared bits need no flush here: the peer made its
+	 * chunks durable before it said so, and flushing this member's store
+	 * for them (every page the writer dirtied) would stall the loop.
+	 */
+	bool own_clears_pending;
 
 	/*
 	 * Activity log (activity_log.h): the ranges written lately for the

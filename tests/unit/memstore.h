@@ -8,7 +8,7 @@
  * memstore_release), @map_write_fails fails that many dirty-map writes, and
  * @map_tear_blocks tears the next multi-block one. A read with opcode
  * MEMSTORE_OP_REVERSE answers with its argument reversed (a short read), as
- * a key-value consumer answers a lookup.
+ * a key-value consumer answers a lookup. Flushes are counted.
  */
 #ifndef RMR_TESTS_MEMSTORE_H
 #define RMR_TESTS_MEMSTORE_H
@@ -41,6 +41,7 @@ struct memstore {
 	unsigned nheld;
 	unsigned map_write_fails;    /* fail the next this many map writes */
 	unsigned map_tear_blocks;    /* the next map write of more blocks: only these land, then -EIO */
+	atomic_uint flushes;         /* flush calls that succeeded */
 };
 
 static inline void memstore_init(struct memstore *st, uint64_t pool_size, uint32_t chunk_size)
@@ -165,6 +166,17 @@ static int memstore_import(void *arg, uint64_t addr, const void *buf, uint32_t l
 	return 0;
 }
 
+/* Nothing is volatile here: a flush only counts (and fails with the data path). */
+static int memstore_flush(void *arg)
+{
+	struct memstore *st = arg;
+
+	if (atomic_load(&st->fail))
+		return -EIO;
+	atomic_fetch_add(&st->flushes, 1);
+	return 0;
+}
+
 static int memstore_meta_load(void *arg, void *buf, size_t cap, size_t *len)
 {
 	struct memstore *st = arg;
@@ -221,6 +233,7 @@ static const struct rmr_store_ops memstore_ops = {
 	.chunk_import = memstore_import,
 	.meta_load = memstore_meta_load,
 	.meta_save = memstore_meta_save,
+	.flush = memstore_flush,
 	.map_read = memstore_map_read,
 	.map_write = memstore_map_write,
 };

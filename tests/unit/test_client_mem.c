@@ -26,6 +26,8 @@
 
 #define POOL_SIZE (4u << 20)
 #define CHUNK (128u * 1024)
+/* One member's bitmap in the dirty-map area: a bit per chunk, in 4 KiB. */
+#define MAP_BITMAP_BYTES 4096u
 #define NMEMBERS 3
 /* Polls of 10 ms before a wait fails: a hang detector, generous because the
  * sanitizer run shares two CPUs with the other tests in CI. */
@@ -923,6 +925,55 @@ START_TEST(maintenance_takes_member_out_and_back)
 }
 END_TEST
 
+/*
+ * A returning member flushes the chunks it copied in before it records them
+ * clean and tells its peers; the peers then clear their bits for it without
+ * a flush of their own stores. A flush there would write back every page
+ * the client dirtied, on the event loop: with a busy disk, for longer than
+ * the heartbeat timeout (a soak saw every member failed at once).
+ */
+START_TEST(a_peers_resync_does_not_flush_the_healthy_members)
+{
+	struct rmr_client *c = open_client(1);
+	uint8_t *buf = malloc(CHUNK);
+	unsigned flushes[NMEMBERS];
+
+	member_stop(1);
+	wait_state(c, 1, RMR_MEMBER_FAILED);
+	for (unsigned n = 0; n < 8; n++) {
+		fill(buf, CHUNK, 40 + n);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, (uint64_t)n * CHUNK, buf, CHUNK / 2), 0);
+	}
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		flushes[i] = atomic_load(&members[i].store.flushes);
+	member_start(1);
+	wait_state(c, 1, RMR_MEMBER_NORMAL);
+	wait_clean();
+	assert_stores_identical();
+	/* Cleared in memory first, on disk at a later tick: wait for the disk. */
+	for (unsigned i = 0; i < NMEMBERS; i += 2) {
+		const uint8_t *bits = members[i].store.map + MAP_BITMAP_BYTES; /* member id 2 */
+		int n = 0;
+
+		while (n++ < POLLS && memcmp(bits, bits + 1, MAP_BITMAP_BYTES - 1))
+			usleep(10000);
+		ck_assert_uint_eq(bits[0], 0);
+		ck_assert_mem_eq(bits, bits + 1, MAP_BITMAP_BYTES - 1);
+	}
+	for (unsigned i = 0; i < NMEMBERS; i++) {
+		unsigned now = atomic_load(&members[i].store.flushes);
+
+		if (i == 1)
+			ck_assert_msg(now > flushes[i], "the returning member did not flush");
+		else
+			ck_assert_msg(now == flushes[i], "member %u flushed %u times for a peer",
+				      i + 1, now - flushes[i]);
+	}
+	rmr_client_close(c);
+	free(buf);
+}
+END_TEST
+
 START_TEST(second_failure_during_resync)
 {
 	struct rmr_client *c = open_client(1);
@@ -1538,6 +1589,7 @@ int main(void)
 	tcase_add_test(tc, patch_writes_copy_the_chunks_they_change_in_part);
 	tcase_add_test(tc, store_error_heals_once_cleared);
 	tcase_add_test(tc, maintenance_takes_member_out_and_back);
+	tcase_add_test(tc, a_peers_resync_does_not_flush_the_healthy_members);
 	tcase_add_test(tc, second_failure_during_resync);
 	tcase_add_test(tc, all_members_lost_fails_requests);
 	tcase_add_test(tc, resync_pauses_and_resumes);
