@@ -207,6 +207,12 @@ struct rmr_pool_status {
 	 * refused this client's proof.
 	 */
 	uint64_t auth_refused;
+	/**
+	 * Times the client's event loop went to sleep waiting for work. Against
+	 * the requests served, it tells how often polling (rmr_client_opts.poll_us)
+	 * kept the loop awake: each sleep costs a wake-up later.
+	 */
+	uint64_t loop_sleeps;
 };
 
 /** Output formats of the status formatters. */

@@ -1601,6 +1601,7 @@ static void fill_status(void *arg)
 	st->writer_epoch = c->writer_epoch;
 	st->fenced = c->fenced;
 	st->auth_refused = c->auth_refused;
+	st->loop_sleeps = loop_sleeps(c->loop);
 	st->membership_ver = c->membership.version;
 	for (unsigned i = 0; i < c->nmembers; i++) {
 		struct member *m = &c->members[i];

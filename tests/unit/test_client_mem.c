@@ -11,6 +11,7 @@
 #include "unit.h"
 #include <endian.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -594,6 +595,104 @@ START_TEST(poll_option_is_checked_and_off_works)
 		ck_assert_mem_eq(in, out, sizeof(in));
 	}
 	rmr_client_close(c);
+}
+END_TEST
+
+/*
+ * A consumer that submits on the loop thread (as nbd-brmr's reader does),
+ * one request at a time, with pauses between them longer than the poll
+ * window: the loop's status says whether it slept between a request and
+ * its answer.
+ */
+struct lone_reader {
+	struct rmr_client *c;
+	int pipe[2];               /* a byte asks for the next read */
+	uint8_t buf[4096];
+	uint64_t sent_sleeps;      /* loop_sleeps when the read went out */
+	unsigned unslept;          /* reads answered without a sleep in between */
+	atomic_int done, errors;
+};
+
+static uint64_t loop_sleeps_now(struct rmr_client *c)
+{
+	struct rmr_pool_status st = { .size = sizeof(st) };
+
+	ck_assert_int_eq(rmr_client_status(c, &st), 0);
+	return st.loop_sleeps;
+}
+
+static void lone_read_done(void *priv, int status)
+{
+	struct lone_reader *r = priv;
+
+	if (status != (int)sizeof(r->buf))
+		atomic_fetch_add(&r->errors, 1);
+	if (loop_sleeps_now(r->c) == r->sent_sleeps)
+		r->unslept++;
+	atomic_store(&r->done, 1);
+}
+
+static void lone_read_send(void *priv)
+{
+	struct lone_reader *r = priv;
+	struct iovec iov = { .iov_base = r->buf, .iov_len = sizeof(r->buf) };
+	struct rmr_io io = { .kind = RMR_IO_READ, .op = 1, .len = sizeof(r->buf), .iov = &iov,
+			     .iovcnt = 1, .cb = lone_read_done, .priv = r };
+	char byte;
+
+	if (read(r->pipe[0], &byte, 1) != 1)
+		return;
+	r->sent_sleeps = loop_sleeps_now(r->c);
+	if (rmr_client_submit(r->c, &io, 0) < 0) {
+		atomic_fetch_add(&r->errors, 1);
+		atomic_store(&r->done, 1);
+	}
+}
+
+/* Reads answered without the loop sleeping, of @n, with the poll window @poll_us. */
+static unsigned lone_reads_unslept(unsigned poll_us, unsigned n)
+{
+	struct lone_reader *r = calloc(1, sizeof(*r));
+	unsigned unslept;
+
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(open_with(1, poll_us, &r->c), 0);
+	ck_assert_int_eq(pipe(r->pipe), 0);
+	ck_assert_int_eq(rmr_client_watch_fd(r->c, r->pipe[0], lone_read_send, r), 0);
+	for (unsigned i = 0; i < n; i++) {
+		/* Longer than any window: the loop stops polling for the next request. */
+		usleep(3000);
+		atomic_store(&r->done, 0);
+		ck_assert_int_eq(write(r->pipe[1], "r", 1), 1);
+		for (int k = 0; k < POLLS * 100 && !atomic_load(&r->done); k++)
+			usleep(100);
+		ck_assert_int_eq(atomic_load(&r->done), 1);
+	}
+	ck_assert_int_eq(atomic_load(&r->errors), 0);
+	ck_assert_int_eq(rmr_client_unwatch_fd(r->c, r->pipe[0]), 0);
+	rmr_client_close(r->c);
+	close(r->pipe[0]);
+	close(r->pipe[1]);
+	unslept = r->unslept;
+	free(r);
+	return unslept;
+}
+
+/*
+ * A request sent while none is in flight, by a consumer that waits for each
+ * answer: the loop polls for its answer instead of sleeping (a member
+ * answers within microseconds; the wake-up would cost as much again).
+ * Without polling it sleeps. Counted over many reads, so that a member
+ * thread the host delays now and then does not decide it.
+ */
+START_TEST(lone_request_answer_is_polled_for)
+{
+	const unsigned n = 48;
+	unsigned polled = lone_reads_unslept(1000, n);
+	unsigned off = lone_reads_unslept(RMR_POLL_OFF, n);
+
+	ck_assert_msg(polled >= n / 2, "polling: %u of %u answers came without a sleep", polled, n);
+	ck_assert_msg(off < n / 2, "not polling: %u of %u answers came without a sleep", off, n);
 }
 END_TEST
 
@@ -1468,13 +1567,16 @@ START_TEST(status_renders_as_text_and_json)
 {
 	struct rmr_client *c = open_client(1);
 	struct rmr_pool_status st = { .size = sizeof(st) };
-	char out[8192];
+	char out[8192], want[64];
 
 	ck_assert_int_eq(rmr_client_status(c, &st), 0);
 	ck_assert_int_gt(rmr_pool_status_format(&st, RMR_FORMAT_TEXT, out, sizeof(out)), 0);
 	ck_assert_ptr_nonnull(strstr(out, "normal"));
+	snprintf(want, sizeof(want), "event loop slept %" PRIu64 " times", st.loop_sleeps);
+	ck_assert_ptr_nonnull(strstr(out, want));
 	ck_assert_int_gt(rmr_pool_status_format(&st, RMR_FORMAT_JSON, out, sizeof(out)), 0);
 	ck_assert_ptr_nonnull(strstr(out, "\"state\":\"normal\""));
+	ck_assert_ptr_nonnull(strstr(out, ",\"loop_sleeps\":"));
 	ck_assert_int_eq(rmr_pool_status_format(&st, RMR_FORMAT_JSON, out, 16), -ENOSPC);
 	rmr_client_close(c);
 }
@@ -1580,6 +1682,7 @@ int main(void)
 	tcase_add_test(tc, meta_blob_keeps_pull_version_and_refuses_bad_ones);
 	tcase_add_test(tc, bad_requests_are_refused_without_callback);
 	tcase_add_test(tc, poll_option_is_checked_and_off_works);
+	tcase_add_test(tc, lone_request_answer_is_polled_for);
 	tcase_add_test(tc, bad_activity_log_extents_are_refused);
 	tcase_add_test(tc, consumer_descriptor_is_served_on_the_loop_thread);
 	tcase_add_test(tc, overlapping_writes_apply_in_order_everywhere);
