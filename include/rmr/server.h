@@ -90,7 +90,12 @@ struct rmr_store_ops {
 	 * @return 0 or -errno.
 	 */
 	int (*meta_save)(void *store, const void *buf, size_t len);
-	/** Make every completed write durable. @return 0 or -errno. May be NULL. */
+	/**
+	 * Make every completed write durable. @return 0 or -errno. May be NULL.
+	 * librmr calls it from a thread of its own too (a flush can take
+	 * longer than a heartbeat: not on the event loop), at the same time as
+	 * the other callbacks.
+	 */
 	int (*flush)(void *store);
 	/**
 	 * Read @p len bytes at @p off of the dirty-map area, an array of

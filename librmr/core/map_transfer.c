@@ -108,12 +108,18 @@ static void pull_answer(struct srv_pool *p, int status)
  */
 static void drop_clean_pending(struct srv_pool *p)
 {
-	uint64_t kept = 0;
+	uint64_t kept = 0, flushing = 0, durable = 0;
 
-	for (uint64_t i = 0; i < p->nclean_pending; i++)
-		if (!(dirty_map_get(pool_own_map(p), p->clean_pending[i]) & DIRTY_BIT))
-			p->clean_pending[kept++] = p->clean_pending[i];
+	for (uint64_t i = 0; i < p->nclean_pending; i++) {
+		if (dirty_map_get(pool_own_map(p), p->clean_pending[i]) & DIRTY_BIT)
+			continue;
+		flushing += i < p->nclean_flushing;
+		durable += i < p->nclean_durable;
+		p->clean_pending[kept++] = p->clean_pending[i];
+	}
 	p->nclean_pending = kept;
+	p->nclean_flushing = flushing;
+	p->nclean_durable = durable;
 }
 
 /* Every chunk dirty in @from becomes dirty in @to. */

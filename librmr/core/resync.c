@@ -479,8 +479,9 @@ static int cmp_u64(const void *a, const void *b)
 
 /*
  * Tell every peer that is up which of the first @n pending chunks this member
- * holds again (they are durable by now). Peers that are down learn it when
- * they take the maps again. Keeps what could not be sent everywhere.
+ * holds again (they are durable by now: @n is nclean_durable). Peers that are
+ * down learn it when they take the maps again. Keeps what could not be sent
+ * everywhere, still durable, in front of the rest.
  */
 static void tell_peers(struct srv_pool *p, uint64_t n)
 {
@@ -523,6 +524,8 @@ static void tell_peers(struct srv_pool *p, uint64_t n)
 		for (uint64_t k = 0; k < r[i].count; k++)
 			c[kept++] = r[i].first + k;
 	p->nclean_pending = kept + tail;
+	p->nclean_flushing = kept + (p->nclean_flushing - n);
+	p->nclean_durable = kept;
 	free(r);
 }
 
@@ -541,14 +544,13 @@ void resync_tick(struct srv_pool *p, uint64_t now)
 		p->window_bytes = 0;
 	}
 	if (p->clears_pending || p->nclean_pending) {
-		uint64_t n = p->nclean_pending;
 		int ret = pool_flush_clears(p);
 
 		if (ret < 0)
 			log_err("pool=%s member=%u: cannot record clean chunks: %s", p->name,
 				p->params.member_id, strerror(-ret));
-		else if (n)
-			tell_peers(p, n);
+		else if (p->nclean_durable)
+			tell_peers(p, p->nclean_durable);
 	}
 	tell_full_clear(p);
 	if (p->overflow && p->syncing.count < p->syncing.max)

@@ -37,6 +37,8 @@ _Static_assert(sizeof(struct meta_hdr) == 32, "meta blob header size");
 #define META_MAX (4u << 20)
 /* The dirty-map area is written in blocks of this size. */
 #define MAP_BLOCK 4096u
+/* A block of the area: as in memory, behind it, or behind it with a flush under way to cover it. */
+enum { BLOCK_CURRENT = 0, BLOCK_STALE = 1, BLOCK_FLUSHING = 2 };
 /* Bitmaps in the dirty-map area: one per member id, 1..RMR_MAX_MEMBER_ID. */
 #define MAP_SLOTS RMR_MAX_MEMBER_ID
 
@@ -152,7 +154,23 @@ static void mark_blocks_stale(struct srv_pool *p, unsigned id, uint64_t first, u
 	if (!have_map_area(p))
 		return;
 	for (uint64_t blk = first / (MAP_BLOCK * 8); blk <= last / (MAP_BLOCK * 8); blk++)
-		*block_stale(p, id, blk) = 1;
+		*block_stale(p, id, blk) = BLOCK_STALE;
+	p->clears_pending = true;
+	if (id == p->params.member_id)
+		p->own_clears_pending = true;
+}
+
+/* Every block of this member's own bitmap in state @from goes to @to. */
+static void own_blocks_move(struct srv_pool *p, uint8_t from, uint8_t to)
+{
+	uint64_t per_member = p->bitmap_bytes / MAP_BLOCK;
+
+	for (uint64_t blk = 0; have_map_area(p) && blk < per_member; blk++) {
+		uint8_t *st = block_stale(p, p->params.member_id, blk);
+
+		if (*st == from)
+			*st = to;
+	}
 }
 
 /* Durably write the blocks holding chunks [first, last] of member @id. */
@@ -323,7 +341,6 @@ int pool_mark_chunks(struct srv_pool *p, unsigned id, uint64_t first, uint64_t c
 		/* The bits stay set in memory (a later write must not take them as
 		 * recorded); resync_tick writes the stale blocks again. */
 		mark_blocks_stale(p, id, first, first + count - 1);
-		p->clears_pending = true;
 	}
 	return ret;
 }
@@ -360,24 +377,76 @@ void pool_clear_chunk(struct srv_pool *p, unsigned id, uint64_t chunk)
 	dirty_map_set(p->maps[id], chunk, 0);
 	if (dirty_map_count(p->maps[id]) == 0)
 		server_event_dirty(p, (uint16_t)id, false);
+	/* A block a flush under way covers: it is newer now, the next flush covers it. */
 	if (have_map_area(p))
-		*block_stale(p, id, chunk / (MAP_BLOCK * 8)) = 1;
+		*block_stale(p, id, chunk / (MAP_BLOCK * 8)) = BLOCK_STALE;
 	p->clears_pending = true;
 	if (id == p->params.member_id)
 		p->own_clears_pending = true;
 }
 
-/* The data of the chunks this member made clean goes to disk before their bits do. */
-static int flush_own_clears(struct srv_pool *p)
+/* Write this member's own blocks in state @from; any failure leaves them all to a next flush. */
+static int write_own_blocks(struct srv_pool *p, uint8_t from)
 {
-	int ret;
+	uint64_t per_member = p->bitmap_bytes / MAP_BLOCK;
 
-	if (!p->own_clears_pending || !p->ops.flush)
-		return 0;
-	ret = p->ops.flush(p->store);
+	for (uint64_t blk = 0; have_map_area(p) && blk < per_member; blk++) {
+		uint8_t *st = block_stale(p, p->params.member_id, blk);
+		int ret;
+
+		if (*st != from)
+			continue;
+		ret = write_block(p, p->params.member_id, blk);
+		if (ret < 0) {
+			own_blocks_move(p, from, BLOCK_STALE);
+			p->own_clears_pending = true;
+			return ret;
+		}
+		*st = BLOCK_CURRENT;
+	}
+	return 0;
+}
+
+/* The flush for own cleared bits finished: the blocks it covers go down. */
+static int own_flush_done(struct srv_pool *p, int status)
+{
+	int ret = status;
+
 	if (ret == 0)
-		p->own_clears_pending = false;
-	return ret;
+		ret = write_own_blocks(p, BLOCK_FLUSHING);
+	if (ret < 0) {
+		own_blocks_move(p, BLOCK_FLUSHING, BLOCK_STALE);
+		p->own_clears_pending = true;
+		p->nclean_flushing = p->nclean_durable;
+		return ret;
+	}
+	p->nclean_durable = p->nclean_flushing;
+	return 0;
+}
+
+/* Start a flush for the own blocks stale now (at once without a flush op). */
+static int own_flush_start(struct srv_pool *p)
+{
+	int ret, status;
+
+	if (!p->ops.flush) {
+		ret = write_own_blocks(p, BLOCK_STALE);
+		if (ret == 0) {
+			p->own_clears_pending = false;
+			p->nclean_durable = p->nclean_flushing = p->nclean_pending;
+		}
+		return ret;
+	}
+	own_blocks_move(p, BLOCK_STALE, BLOCK_FLUSHING);
+	p->nclean_flushing = p->nclean_pending;
+	p->own_clears_pending = false;
+	ret = flusher_start(&p->flusher);
+	if (ret < 0)
+		return own_flush_done(p, ret);
+	/* One that ran at once (a simulation) goes down in this turn. */
+	if (flusher_done(&p->flusher, &status))
+		return own_flush_done(p, status);
+	return 0;
 }
 
 uint64_t pool_missed_ids(const struct srv_pool *p)
@@ -394,29 +463,38 @@ int pool_flush_clears(struct srv_pool *p)
 {
 	uint64_t per_member = p->bitmap_bytes / MAP_BLOCK;
 	uint64_t missed;
-	int ret;
+	int ret, status;
 
+	if (flusher_done(&p->flusher, &status)) {
+		ret = own_flush_done(p, status);
+		if (ret < 0)
+			return ret;
+	}
 	if (!p->clears_pending)
 		return 0;
-	ret = flush_own_clears(p);
-	if (ret < 0)
-		return ret;
+	/* A peer's blocks go down at once. */
 	for (uint64_t b = 0; have_map_area(p) && b < p->nblocks; b++) {
 		unsigned id = (unsigned)(b / per_member) + 1;
 
-		if (!p->stale_blocks[b])
+		if (p->stale_blocks[b] != BLOCK_STALE || id == p->params.member_id)
 			continue;
 		/* A member removed meanwhile: its bitmap is no one's any more. */
 		if (!p->maps[id]) {
-			p->stale_blocks[b] = 0;
+			p->stale_blocks[b] = BLOCK_CURRENT;
 			continue;
 		}
 		ret = write_block(p, id, b % per_member);
 		if (ret < 0)
 			return ret;
-		p->stale_blocks[b] = 0;
+		p->stale_blocks[b] = BLOCK_CURRENT;
 	}
-	p->clears_pending = false;
+	/* Our own once their data is durable: one flush at a time covers the stale ones. */
+	if (p->own_clears_pending && !flusher_busy(&p->flusher)) {
+		ret = own_flush_start(p);
+		if (ret < 0)
+			return ret;
+	}
+	p->clears_pending = p->own_clears_pending || flusher_busy(&p->flusher);
 	/* The coarse record follows the maps down, once they are on disk. */
 	missed = pool_missed_ids(p);
 	if (missed != p->missed && !(missed & ~p->missed)) {
@@ -428,11 +506,20 @@ int pool_flush_clears(struct srv_pool *p)
 
 int pool_save_all_maps(struct srv_pool *p)
 {
-	/* Clean bits of copied chunks go down with the rest: their data first. */
-	int ret = flush_own_clears(p);
+	int ret;
 
-	if (ret < 0)
-		return ret;
+	/*
+	 * Clean bits of copied chunks go down with the rest: their data first,
+	 * here on the loop (a map pull waits for it anyway). A flush under way
+	 * off the loop may have begun before some of them.
+	 */
+	if ((p->own_clears_pending || flusher_busy(&p->flusher)) && p->ops.flush) {
+		ret = p->ops.flush(p->store);
+		if (ret < 0)
+			return ret;
+	}
+	p->own_clears_pending = false;
+	p->nclean_durable = p->nclean_flushing = p->nclean_pending;
 	if (!have_map_area(p)) {
 		p->missed = pool_missed_ids(p);
 		return pool_meta_save(p);
@@ -441,8 +528,11 @@ int pool_save_all_maps(struct srv_pool *p)
 		if (!p->maps[id])
 			continue;
 		ret = write_blocks(p, id, 0, p->nchunks - 1);
-		if (ret < 0)
+		if (ret < 0) {
+			/* What did not go down goes with the next flush (a stale bit is safe). */
+			mark_blocks_stale(p, id, 0, p->nchunks - 1);
 			return ret;
+		}
 	}
 	p->missed = pool_missed_ids(p);
 	return pool_meta_save(p);
@@ -698,6 +788,7 @@ void pool_free(struct srv_pool *p)
 			dirty_map_destroy(p->pull_maps[id]);
 		free(p->pull_maps[id]);
 	}
+	flusher_destroy(&p->flusher);
 	map_transfer_free(p);
 	sync_index_destroy(&p->syncing);
 	verify_free(p);
@@ -793,6 +884,7 @@ int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
 		p->params.sync_queue_depth = 32;
 	p->ops = *ops;
 	p->store = store;
+	flusher_init(&p->flusher, p->ops.flush, store);
 	p->chunk_shift = (uint32_t)__builtin_ctz(params->chunk_size);
 	p->nchunks = (params->pool_size + params->chunk_size - 1) / params->chunk_size;
 	if (!p->params.al_extent_size)

@@ -23,6 +23,7 @@
 
 #include "activity_log.h"
 #include "dirty_map.h"
+#include "flusher.h"
 #include "sync_index.h"
 #include "wire.h"
 
@@ -56,17 +57,19 @@ struct srv_pool {
 
 	/* dirty-map area: which 4 KiB blocks need rewriting (cleared bits) */
 	uint64_t bitmap_bytes;       /* one member's bitmap, 4 KiB rounded */
-	uint8_t *stale_blocks;       /* one byte per block of the area */
+	uint8_t *stale_blocks;       /* one per block of the area: BLOCK_* (server_pool.c) */
 	uint64_t nblocks;
-	bool clears_pending;
+	bool clears_pending;         /* blocks to write, or a flush for them under way */
 	/*
 	 * Of those, bits of this member's own map: chunks it copied in or
 	 * overwrote whole. Their data must be flushed before the bits go
-	 * down. A peer's cleared bits need no flush here: the peer made its
-	 * chunks durable before it said so, and flushing this member's store
-	 * for them (every page the writer dirtied) would stall the loop.
+	 * down, and the flush runs off the loop (flusher.h): their blocks
+	 * wait for it, and a clear meanwhile leaves its block for the next
+	 * one. A peer's cleared bits need no flush here: the peer made its
+	 * chunks durable before it said so.
 	 */
-	bool own_clears_pending;
+	bool own_clears_pending;     /* own blocks a flush must cover yet */
+	struct flusher flusher;
 
 	/*
 	 * Activity log (activity_log.h): the ranges written lately for the
@@ -110,6 +113,8 @@ struct srv_pool {
 	uint64_t full_clear_due;     /* peer ids to tell "I hold every chunk" once that is true */
 	uint64_t *clean_pending;     /* chunks made clean, not yet told to peers */
 	uint64_t nclean_pending, clean_cap;
+	/* Of those, the first ones a flush under way covers; and one that finished. */
+	uint64_t nclean_flushing, nclean_durable;
 
 	/* map pull requested by a client (map_transfer.c) */
 	struct srv_session *pull_sess; /* who asked; NULL once it went away */
@@ -162,8 +167,11 @@ int pool_mark_chunks(struct srv_pool *p, unsigned id, uint64_t first, uint64_t c
 /* Clear chunk @chunk of member @id; the durable record follows lazily. */
 void pool_clear_chunk(struct srv_pool *p, unsigned id, uint64_t chunk);
 /*
- * Write the blocks of the dirty-map area that hold cleared bits, after
- * flushing the store's data. Returns 0 or -errno.
+ * Write the blocks of the dirty-map area that hold cleared bits: a peer's
+ * at once, this member's own once a flush of the store (started here, run
+ * off the loop) made their chunks' data durable; called every tick while
+ * any are pending. Chunks [0, nclean_durable) of clean_pending may then be
+ * told to the peers. Returns 0 or -errno.
  */
 int pool_flush_clears(struct srv_pool *p);
 /* Rewrite this member's whole dirty-map area from memory. Returns 0 or -errno. */

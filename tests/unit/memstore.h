@@ -8,7 +8,8 @@
  * memstore_release), @map_write_fails fails that many dirty-map writes, and
  * @map_tear_blocks tears the next multi-block one. A read with opcode
  * MEMSTORE_OP_REVERSE answers with its argument reversed (a short read), as
- * a key-value consumer answers a lookup. Flushes are counted.
+ * a key-value consumer answers a lookup. Flushes are counted, and can be
+ * held (@flush_hold) as a slow disk holds them.
  */
 #ifndef RMR_TESTS_MEMSTORE_H
 #define RMR_TESTS_MEMSTORE_H
@@ -21,6 +22,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <rmr/server.h>
 
@@ -42,6 +44,8 @@ struct memstore {
 	unsigned map_write_fails;    /* fail the next this many map writes */
 	unsigned map_tear_blocks;    /* the next map write of more blocks: only these land, then -EIO */
 	atomic_uint flushes;         /* flush calls that succeeded */
+	atomic_bool flush_hold;      /* a flush waits while this is set... */
+	atomic_uint flush_pass;      /* ...except this many, first */
 };
 
 static inline void memstore_init(struct memstore *st, uint64_t pool_size, uint32_t chunk_size)
@@ -166,11 +170,20 @@ static int memstore_import(void *arg, uint64_t addr, const void *buf, uint32_t l
 	return 0;
 }
 
-/* Nothing is volatile here: a flush only counts (and fails with the data path). */
+/*
+ * Nothing is volatile here: a flush only counts (and fails with the data
+ * path); @flush_hold makes it as slow as a busy disk's.
+ */
 static int memstore_flush(void *arg)
 {
 	struct memstore *st = arg;
 
+	unsigned pass = atomic_load(&st->flush_pass);
+
+	while (pass && !atomic_compare_exchange_weak(&st->flush_pass, &pass, pass - 1))
+		;
+	while (!pass && atomic_load(&st->flush_hold))
+		usleep(1000);
 	if (atomic_load(&st->fail))
 		return -EIO;
 	atomic_fetch_add(&st->flushes, 1);

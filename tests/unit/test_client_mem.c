@@ -1073,6 +1073,69 @@ START_TEST(a_peers_resync_does_not_flush_the_healthy_members)
 }
 END_TEST
 
+/* Member @i's own bits on its store's disk, for chunks 0..7 (member id i + 1). */
+static uint8_t own_bits_on_disk(unsigned i)
+{
+	return members[i].store.map[(size_t)i * MAP_BITMAP_BYTES];
+}
+
+/*
+ * The returning member's flush runs off its event loop: while a slow disk
+ * holds it, the member keeps serving (longer than the failure timeout),
+ * and neither its own record of the chunks it copied in nor its peers'
+ * record of them goes clean, their data not being durable yet. Once the
+ * flush ends, both do.
+ */
+START_TEST(a_slow_flush_holds_the_clean_record_not_the_member)
+{
+	struct rmr_client *c = open_client(1);
+	uint8_t *buf = malloc(CHUNK), *back = malloc(CHUNK);
+	struct rmr_server_pool_status ps;
+
+	member_stop(1);
+	wait_state(c, 1, RMR_MEMBER_FAILED);
+	for (unsigned n = 0; n < 8; n++) {
+		fill(buf, CHUNK, 60 + n);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, (uint64_t)n * CHUNK, buf, CHUNK / 2), 0);
+	}
+	/* Its first flush, the store check before it takes the maps, passes. */
+	atomic_store(&members[1].store.flush_pass, 1);
+	atomic_store(&members[1].store.flush_hold, true);
+	member_start(1);
+	wait_state(c, 1, RMR_MEMBER_NORMAL);
+	for (int n = 0; n < POLLS; n++) {
+		pool_status(1, &ps);
+		if (!ps.dirty_chunks[2])
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_eq(ps.dirty_chunks[2], 0); /* copied in, clean in memory */
+	/* Twice the failure timeout of I/O to other chunks: all of it served. */
+	for (unsigned n = 0; n < 100; n++) {
+		fill(buf, 4096, 200 + n);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, 16ull * CHUNK + n * 4096ull, buf, 4096), 0);
+		ck_assert_int_eq(do_io(c, RMR_IO_READ, 16ull * CHUNK + n * 4096ull, back, 4096), 0);
+		ck_assert_mem_eq(buf, back, 4096);
+		usleep(10000);
+	}
+	ck_assert_int_eq(member_state(c, 1), RMR_MEMBER_NORMAL);
+	ck_assert_uint_eq(own_bits_on_disk(1), 0xff);
+	for (unsigned i = 0; i < NMEMBERS; i += 2) {
+		pool_status(i, &ps);
+		ck_assert_uint_eq(ps.dirty_chunks[2], 8);
+	}
+	atomic_store(&members[1].store.flush_hold, false);
+	wait_clean();
+	for (int n = 0; n < POLLS && own_bits_on_disk(1); n++)
+		usleep(10000);
+	ck_assert_uint_eq(own_bits_on_disk(1), 0);
+	assert_stores_identical();
+	rmr_client_close(c);
+	free(buf);
+	free(back);
+}
+END_TEST
+
 START_TEST(second_failure_during_resync)
 {
 	struct rmr_client *c = open_client(1);
@@ -1693,6 +1756,7 @@ int main(void)
 	tcase_add_test(tc, store_error_heals_once_cleared);
 	tcase_add_test(tc, maintenance_takes_member_out_and_back);
 	tcase_add_test(tc, a_peers_resync_does_not_flush_the_healthy_members);
+	tcase_add_test(tc, a_slow_flush_holds_the_clean_record_not_the_member);
 	tcase_add_test(tc, second_failure_during_resync);
 	tcase_add_test(tc, all_members_lost_fails_requests);
 	tcase_add_test(tc, resync_pauses_and_resumes);
