@@ -94,7 +94,7 @@ struct rmr_store_ops {
 	 * Make every completed write durable. @return 0 or -errno. May be NULL.
 	 * librmr calls it from a thread of its own too (a flush can take
 	 * longer than a heartbeat: not on the event loop), at the same time as
-	 * the other callbacks.
+	 * the other callbacks and possibly as another call of it.
 	 */
 	int (*flush)(void *store);
 	/**

@@ -51,18 +51,22 @@ void flusher_destroy(struct flusher *f)
 
 int flusher_start(struct flusher *f)
 {
+	if (!f->inline_only && !f->thread_up) {
+		int err = pthread_create(&f->thread, NULL, flusher_thread, f);
+
+		/* No thread: on the loop then, as it was. */
+		if (err)
+			f->inline_only = true;
+		else
+			f->thread_up = true;
+	}
 	if (f->inline_only) {
 		f->status = f->flush(f->store);
 		f->finished = true;
 		f->busy = true;
+		/* A simulation sees it end some turns later, as a thread's would. */
+		f->polls_left = loop_sim_active() ? (unsigned)(loop_random() % 4) : 0;
 		return 0;
-	}
-	if (!f->thread_up) {
-		int err = pthread_create(&f->thread, NULL, flusher_thread, f);
-
-		if (err)
-			return -err;
-		f->thread_up = true;
 	}
 	pthread_mutex_lock(&f->lock);
 	f->finished = false;
@@ -79,6 +83,10 @@ bool flusher_done(struct flusher *f, int *status)
 
 	if (!f->busy)
 		return false;
+	if (f->polls_left) {
+		f->polls_left--;
+		return false;
+	}
 	pthread_mutex_lock(&f->lock);
 	done = f->finished;
 	if (done) {

@@ -10,7 +10,9 @@
  * result; one flush runs at a time. The thread starts with the first flush.
  *
  * In a simulation (loop_sim_active() when the flusher is set up) the flush
- * runs at once, on the loop, so that runs stay deterministic.
+ * runs at once, on the loop, so that runs stay deterministic, and its end
+ * is seen 0 to 3 polls later (the seed decides), as a thread's would be.
+ * Without a thread (pthread_create failed) it runs on the loop too.
  */
 #ifndef RMR_CORE_FLUSHER_H
 #define RMR_CORE_FLUSHER_H
@@ -23,6 +25,7 @@ struct flusher {
 	void *store;
 	bool inline_only;       /* run the flush on the caller's thread */
 	bool busy;              /* loop only: started, result not taken yet */
+	unsigned polls_left;    /* inline: flusher_done() says no this often first */
 
 	pthread_mutex_t lock;   /* the rest */
 	pthread_cond_t cv;

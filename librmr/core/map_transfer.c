@@ -101,27 +101,6 @@ static void pull_answer(struct srv_pool *p, int status)
 		server_ctrl_send(sess, &sess->pull_rsp, RMR_MSG_MAP_PULL_RSP, status, 0);
 }
 
-/*
- * Chunks made clean but not yet told to the peers that are dirty again in
- * the pulled map: a write missed this member after the copy, so the peers
- * must not hear that it holds them.
- */
-static void drop_clean_pending(struct srv_pool *p)
-{
-	uint64_t kept = 0, flushing = 0, durable = 0;
-
-	for (uint64_t i = 0; i < p->nclean_pending; i++) {
-		if (dirty_map_get(pool_own_map(p), p->clean_pending[i]) & DIRTY_BIT)
-			continue;
-		flushing += i < p->nclean_flushing;
-		durable += i < p->nclean_durable;
-		p->clean_pending[kept++] = p->clean_pending[i];
-	}
-	p->nclean_pending = kept;
-	p->nclean_flushing = flushing;
-	p->nclean_durable = durable;
-}
-
 /* Every chunk dirty in @from becomes dirty in @to. */
 static int map_add(struct dirty_map *to, const struct dirty_map *from)
 {
@@ -160,7 +139,7 @@ static int pull_apply(struct srv_pool *p)
 		return ret;
 	if (before == 0 && dirty_map_count(own))
 		server_event_dirty(p, (uint16_t)self, true);
-	drop_clean_pending(p);
+	resync_drop_redirtied(p);
 	p->resync_epoch++;
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
 		struct dirty_map *old = p->maps[id];

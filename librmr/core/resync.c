@@ -74,18 +74,21 @@ static bool peer_holds(struct srv_pool *p, uint64_t chunk)
 
 static void note_clean(struct srv_pool *p, uint64_t chunk)
 {
-	pool_clear_chunk(p, p->params.member_id, chunk);
+	if (pool_clear_chunk(p, p->params.member_id, chunk) < 0)
+		return; /* still dirty: copied again later */
 	p->resync_done++;
 	if (p->nclean_pending == p->clean_cap) {
 		uint64_t cap = p->clean_cap ? p->clean_cap * 2 : 256;
 		uint64_t *n = realloc(p->clean_pending, cap * sizeof(*n));
 
-		if (!n)
-			return; /* the peers keep a stale dirty bit: one redundant copy later */
-		p->clean_pending = n;
-		p->clean_cap = cap;
+		if (n) {
+			p->clean_pending = n;
+			p->clean_cap = cap;
+		}
 	}
-	p->clean_pending[p->nclean_pending++] = chunk;
+	/* Without room the peers keep a stale dirty bit: one redundant copy later. */
+	if (p->nclean_pending < p->clean_cap)
+		p->clean_pending[p->nclean_pending++] = chunk;
 	if (dirty_map_count(pool_own_map(p)) == 0) {
 		/* Peers that were away missed some MAP_CLEARs: tell them all is held. */
 		for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
@@ -470,6 +473,24 @@ static void clear_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, in
 			  strerror(-status));
 }
 
+void resync_drop_redirtied(struct srv_pool *p)
+{
+	uint64_t kept = 0, flushing = 0, covered = 0, durable = 0;
+
+	for (uint64_t i = 0; i < p->nclean_pending; i++) {
+		if (own_dirty(p, p->clean_pending[i]))
+			continue;
+		flushing += i < p->nclean_flushing;
+		covered += i < p->nclean_covered;
+		durable += i < p->nclean_durable;
+		p->clean_pending[kept++] = p->clean_pending[i];
+	}
+	p->nclean_pending = kept;
+	p->nclean_flushing = flushing;
+	p->nclean_covered = covered;
+	p->nclean_durable = durable;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -487,8 +508,14 @@ static void tell_peers(struct srv_pool *p, uint64_t n)
 {
 	struct range { uint64_t first, count; } *r;
 	uint64_t *c = p->clean_pending, m = 0, nranges = 0, sent_all = UINT64_MAX, kept = 0;
-	uint64_t tail = p->nclean_pending - n;
+	uint64_t tail;
 
+	/* A chunk marked dirty again since (a verify): not held any more. */
+	resync_drop_redirtied(p);
+	n = RMR_MIN(n, p->nclean_durable);
+	if (!n)
+		return;
+	tail = p->nclean_pending - n;
 	r = malloc(n * sizeof(*r));
 	if (!r)
 		return; /* try again next tick */
@@ -525,6 +552,7 @@ static void tell_peers(struct srv_pool *p, uint64_t n)
 			c[kept++] = r[i].first + k;
 	p->nclean_pending = kept + tail;
 	p->nclean_flushing = kept + (p->nclean_flushing - n);
+	p->nclean_covered = kept + (p->nclean_covered - n);
 	p->nclean_durable = kept;
 	free(r);
 }

@@ -37,8 +37,8 @@ _Static_assert(sizeof(struct meta_hdr) == 32, "meta blob header size");
 #define META_MAX (4u << 20)
 /* The dirty-map area is written in blocks of this size. */
 #define MAP_BLOCK 4096u
-/* A block of the area: as in memory, behind it, or behind it with a flush under way to cover it. */
-enum { BLOCK_CURRENT = 0, BLOCK_STALE = 1, BLOCK_FLUSHING = 2 };
+/* A block of the area: on disk as in memory, or to be written. */
+enum { BLOCK_CURRENT = 0, BLOCK_STALE = 1 };
 /* Bitmaps in the dirty-map area: one per member id, 1..RMR_MAX_MEMBER_ID. */
 #define MAP_SLOTS RMR_MAX_MEMBER_ID
 
@@ -106,15 +106,30 @@ static bool have_map_area(const struct srv_pool *p)
 	return p->ops.map_read && p->ops.map_write;
 }
 
-/* Fill @buf with the bits of block @blk of member @id's bitmap. */
+static void add_bits(const struct dirty_map *m, uint64_t first, uint8_t *buf)
+{
+	uint64_t end = first + MAP_BLOCK * 8;
+
+	for (uint64_t c = dirty_map_next(m, first, DIRTY_BIT); c < end;
+	     c = dirty_map_next(m, c + 1, DIRTY_BIT))
+		buf[(c - first) / 8] |= (uint8_t)(1u << (c % 8));
+}
+
+/*
+ * Fill @buf with the bits of block @blk of member @id's bitmap: its dirty
+ * chunks, and for this member's own also those clean in memory whose data
+ * no finished flush made durable yet (they stay dirty on disk till then).
+ */
 static void build_block(const struct srv_pool *p, unsigned id, uint64_t blk, uint8_t *buf)
 {
-	uint64_t first = blk * MAP_BLOCK * 8, end = first + MAP_BLOCK * 8;
+	uint64_t first = blk * MAP_BLOCK * 8;
 
 	memset(buf, 0, MAP_BLOCK);
-	for (uint64_t c = dirty_map_next(p->maps[id], first, DIRTY_BIT); c < end;
-	     c = dirty_map_next(p->maps[id], c + 1, DIRTY_BIT))
-		buf[(c - first) / 8] |= (uint8_t)(1u << (c % 8));
+	add_bits(p->maps[id], first, buf);
+	if (id == p->params.member_id) {
+		add_bits(p->own_cleared, first, buf);
+		add_bits(p->own_flushing, first, buf);
+	}
 }
 
 static int write_block(struct srv_pool *p, unsigned id, uint64_t blk)
@@ -156,21 +171,6 @@ static void mark_blocks_stale(struct srv_pool *p, unsigned id, uint64_t first, u
 	for (uint64_t blk = first / (MAP_BLOCK * 8); blk <= last / (MAP_BLOCK * 8); blk++)
 		*block_stale(p, id, blk) = BLOCK_STALE;
 	p->clears_pending = true;
-	if (id == p->params.member_id)
-		p->own_clears_pending = true;
-}
-
-/* Every block of this member's own bitmap in state @from goes to @to. */
-static void own_blocks_move(struct srv_pool *p, uint8_t from, uint8_t to)
-{
-	uint64_t per_member = p->bitmap_bytes / MAP_BLOCK;
-
-	for (uint64_t blk = 0; have_map_area(p) && blk < per_member; blk++) {
-		uint8_t *st = block_stale(p, p->params.member_id, blk);
-
-		if (*st == from)
-			*st = to;
-	}
 }
 
 /* Durably write the blocks holding chunks [first, last] of member @id. */
@@ -368,82 +368,67 @@ int pool_mark(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64_t ad
 	return 0;
 }
 
-void pool_clear_chunk(struct srv_pool *p, unsigned id, uint64_t chunk)
+int pool_clear_chunk(struct srv_pool *p, unsigned id, uint64_t chunk)
 {
 	if (!p->maps[id] || !(dirty_map_get(p->maps[id], chunk) & DIRTY_BIT))
-		return;
+		return 0;
+	/* Our own stays dirty on disk until a flush made its copy durable. */
+	if (id == p->params.member_id && dirty_map_set(p->own_cleared, chunk, DIRTY_BIT) < 0)
+		return -ENOMEM;
 	log_debug("pool=%s member=%u: member %u holds chunk %llu", p->name, p->params.member_id, id,
 		  (unsigned long long)chunk);
 	dirty_map_set(p->maps[id], chunk, 0);
 	if (dirty_map_count(p->maps[id]) == 0)
 		server_event_dirty(p, (uint16_t)id, false);
-	/* A block a flush under way covers: it is newer now, the next flush covers it. */
-	if (have_map_area(p))
+	if (have_map_area(p) && id != p->params.member_id)
 		*block_stale(p, id, chunk / (MAP_BLOCK * 8)) = BLOCK_STALE;
 	p->clears_pending = true;
-	if (id == p->params.member_id)
-		p->own_clears_pending = true;
-}
-
-/* Write this member's own blocks in state @from; any failure leaves them all to a next flush. */
-static int write_own_blocks(struct srv_pool *p, uint8_t from)
-{
-	uint64_t per_member = p->bitmap_bytes / MAP_BLOCK;
-
-	for (uint64_t blk = 0; have_map_area(p) && blk < per_member; blk++) {
-		uint8_t *st = block_stale(p, p->params.member_id, blk);
-		int ret;
-
-		if (*st != from)
-			continue;
-		ret = write_block(p, p->params.member_id, blk);
-		if (ret < 0) {
-			own_blocks_move(p, from, BLOCK_STALE);
-			p->own_clears_pending = true;
-			return ret;
-		}
-		*st = BLOCK_CURRENT;
-	}
 	return 0;
 }
 
-/* The flush for own cleared bits finished: the blocks it covers go down. */
+/* The chunks of @m are covered: the blocks holding them may show them clean now. */
+static void own_covered(struct srv_pool *p, struct dirty_map *m)
+{
+	for (uint64_t c = dirty_map_next(m, 0, DIRTY_BIT); c != UINT64_MAX;
+	     c = dirty_map_next(m, (c / (MAP_BLOCK * 8) + 1) * MAP_BLOCK * 8, DIRTY_BIT))
+		if (have_map_area(p))
+			*block_stale(p, p->params.member_id, c / (MAP_BLOCK * 8)) = BLOCK_STALE;
+	dirty_map_clear_all(m);
+	p->nclean_covered = p->nclean_flushing;
+}
+
+/* The flush of own_flushing's chunks finished with @status. */
 static int own_flush_done(struct srv_pool *p, int status)
 {
-	int ret = status;
-
-	if (ret == 0)
-		ret = write_own_blocks(p, BLOCK_FLUSHING);
-	if (ret < 0) {
-		own_blocks_move(p, BLOCK_FLUSHING, BLOCK_STALE);
-		p->own_clears_pending = true;
-		p->nclean_flushing = p->nclean_durable;
-		return ret;
+	if (status == 0) {
+		own_covered(p, p->own_flushing);
+		return 0;
 	}
-	p->nclean_durable = p->nclean_flushing;
-	return 0;
+	/* Not durable: they wait for the next flush with the newer ones. */
+	for (uint64_t c = dirty_map_next(p->own_flushing, 0, DIRTY_BIT); c != UINT64_MAX;
+	     c = dirty_map_next(p->own_flushing, c + 1, DIRTY_BIT))
+		if (dirty_map_set(p->own_cleared, c, DIRTY_BIT) < 0)
+			dirty_map_set(pool_own_map(p), c, DIRTY_BIT); /* copied again later */
+	dirty_map_clear_all(p->own_flushing);
+	p->nclean_flushing = p->nclean_covered;
+	return status;
 }
 
-/* Start a flush for the own blocks stale now (at once without a flush op). */
+/* A flush for the own chunks cleared so far, off the loop. */
 static int own_flush_start(struct srv_pool *p)
 {
+	struct dirty_map *t = p->own_flushing;
 	int ret, status;
 
-	if (!p->ops.flush) {
-		ret = write_own_blocks(p, BLOCK_STALE);
-		if (ret == 0) {
-			p->own_clears_pending = false;
-			p->nclean_durable = p->nclean_flushing = p->nclean_pending;
-		}
-		return ret;
-	}
-	own_blocks_move(p, BLOCK_STALE, BLOCK_FLUSHING);
+	p->own_flushing = p->own_cleared;
+	p->own_cleared = t;
 	p->nclean_flushing = p->nclean_pending;
-	p->own_clears_pending = false;
+	if (!p->ops.flush)
+		return own_flush_done(p, 0);
 	ret = flusher_start(&p->flusher);
 	if (ret < 0)
 		return own_flush_done(p, ret);
-	/* One that ran at once (a simulation) goes down in this turn. */
+	/* One that ran at once goes down in this turn. */
 	if (flusher_done(&p->flusher, &status))
 		return own_flush_done(p, status);
 	return 0;
@@ -472,11 +457,15 @@ int pool_flush_clears(struct srv_pool *p)
 	}
 	if (!p->clears_pending)
 		return 0;
-	/* A peer's blocks go down at once. */
+	if (dirty_map_count(p->own_cleared) && !flusher_busy(&p->flusher)) {
+		ret = own_flush_start(p);
+		if (ret < 0)
+			return ret;
+	}
 	for (uint64_t b = 0; have_map_area(p) && b < p->nblocks; b++) {
 		unsigned id = (unsigned)(b / per_member) + 1;
 
-		if (p->stale_blocks[b] != BLOCK_STALE || id == p->params.member_id)
+		if (p->stale_blocks[b] != BLOCK_STALE)
 			continue;
 		/* A member removed meanwhile: its bitmap is no one's any more. */
 		if (!p->maps[id]) {
@@ -488,13 +477,9 @@ int pool_flush_clears(struct srv_pool *p)
 			return ret;
 		p->stale_blocks[b] = BLOCK_CURRENT;
 	}
-	/* Our own once their data is durable: one flush at a time covers the stale ones. */
-	if (p->own_clears_pending && !flusher_busy(&p->flusher)) {
-		ret = own_flush_start(p);
-		if (ret < 0)
-			return ret;
-	}
-	p->clears_pending = p->own_clears_pending || flusher_busy(&p->flusher);
+	/* Our own bits on disk show what a finished flush covered: peers may hear of it. */
+	p->nclean_durable = p->nclean_covered;
+	p->clears_pending = dirty_map_count(p->own_cleared) || flusher_busy(&p->flusher);
 	/* The coarse record follows the maps down, once they are on disk. */
 	missed = pool_missed_ids(p);
 	if (missed != p->missed && !(missed & ~p->missed)) {
@@ -511,16 +496,19 @@ int pool_save_all_maps(struct srv_pool *p)
 	/*
 	 * Clean bits of copied chunks go down with the rest: their data first,
 	 * here on the loop (a map pull waits for it anyway). A flush under way
-	 * off the loop may have begun before some of them.
+	 * off the loop may have begun before some of them; its result, when it
+	 * comes, finds nothing left to cover.
 	 */
-	if ((p->own_clears_pending || flusher_busy(&p->flusher)) && p->ops.flush) {
+	if ((dirty_map_count(p->own_cleared) || dirty_map_count(p->own_flushing)) && p->ops.flush) {
 		ret = p->ops.flush(p->store);
 		if (ret < 0)
 			return ret;
 	}
-	p->own_clears_pending = false;
-	p->nclean_durable = p->nclean_flushing = p->nclean_pending;
+	dirty_map_clear_all(p->own_cleared);
+	dirty_map_clear_all(p->own_flushing);
+	p->nclean_covered = p->nclean_flushing = p->nclean_pending;
 	if (!have_map_area(p)) {
+		p->nclean_durable = p->nclean_covered;
 		p->missed = pool_missed_ids(p);
 		return pool_meta_save(p);
 	}
@@ -529,11 +517,14 @@ int pool_save_all_maps(struct srv_pool *p)
 			continue;
 		ret = write_blocks(p, id, 0, p->nchunks - 1);
 		if (ret < 0) {
-			/* What did not go down goes with the next flush (a stale bit is safe). */
-			mark_blocks_stale(p, id, 0, p->nchunks - 1);
+			/* This one and the rest go down at a later tick (pool_flush_clears). */
+			for (; id <= RMR_MAX_MEMBER_ID; id++)
+				if (p->maps[id])
+					mark_blocks_stale(p, id, 0, p->nchunks - 1);
 			return ret;
 		}
 	}
+	p->nclean_durable = p->nclean_covered;
 	p->missed = pool_missed_ids(p);
 	return pool_meta_save(p);
 }
@@ -789,6 +780,8 @@ void pool_free(struct srv_pool *p)
 		free(p->pull_maps[id]);
 	}
 	flusher_destroy(&p->flusher);
+	dirty_map_destroy(&p->own_sets[0]);
+	dirty_map_destroy(&p->own_sets[1]);
 	map_transfer_free(p);
 	sync_index_destroy(&p->syncing);
 	verify_free(p);
@@ -885,6 +878,8 @@ int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
 	p->ops = *ops;
 	p->store = store;
 	flusher_init(&p->flusher, p->ops.flush, store);
+	p->own_cleared = &p->own_sets[0];
+	p->own_flushing = &p->own_sets[1];
 	p->chunk_shift = (uint32_t)__builtin_ctz(params->chunk_size);
 	p->nchunks = (params->pool_size + params->chunk_size - 1) / params->chunk_size;
 	if (!p->params.al_extent_size)
@@ -897,6 +892,8 @@ int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
 		return -EINVAL;
 	}
 	p->bitmap_bytes = map_bitmap_bytes(p->nchunks);
+	dirty_map_init(p->own_cleared, p->nchunks);
+	dirty_map_init(p->own_flushing, p->nchunks);
 	p->nblocks = MAP_SLOTS * (p->bitmap_bytes / MAP_BLOCK);
 	p->al_offset = MAP_SLOTS * p->bitmap_bytes;
 	p->stale_blocks = calloc(p->nblocks, 1);

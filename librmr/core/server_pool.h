@@ -59,16 +59,18 @@ struct srv_pool {
 	uint64_t bitmap_bytes;       /* one member's bitmap, 4 KiB rounded */
 	uint8_t *stale_blocks;       /* one per block of the area: BLOCK_* (server_pool.c) */
 	uint64_t nblocks;
-	bool clears_pending;         /* blocks to write, or a flush for them under way */
+	bool clears_pending;         /* blocks to write, or own clears to cover */
 	/*
-	 * Of those, bits of this member's own map: chunks it copied in or
-	 * overwrote whole. Their data must be flushed before the bits go
-	 * down, and the flush runs off the loop (flusher.h): their blocks
-	 * wait for it, and a clear meanwhile leaves its block for the next
-	 * one. A peer's cleared bits need no flush here: the peer made its
-	 * chunks durable before it said so.
+	 * This member's own chunks made clean in memory (copied in, or
+	 * overwritten whole) whose data no finished flush made durable yet:
+	 * cleared since the last flush began, and covered by the one under
+	 * way. Every write of an own block shows them dirty, so that its bits
+	 * on disk never run ahead of the data. The flush runs off the loop
+	 * (flusher.h). A peer's cleared bits need no flush here: the peer made
+	 * its chunks durable before it said so.
 	 */
-	bool own_clears_pending;     /* own blocks a flush must cover yet */
+	struct dirty_map *own_cleared, *own_flushing;
+	struct dirty_map own_sets[2];
 	struct flusher flusher;
 
 	/*
@@ -113,8 +115,12 @@ struct srv_pool {
 	uint64_t full_clear_due;     /* peer ids to tell "I hold every chunk" once that is true */
 	uint64_t *clean_pending;     /* chunks made clean, not yet told to peers */
 	uint64_t nclean_pending, clean_cap;
-	/* Of those, the first ones a flush under way covers; and one that finished. */
-	uint64_t nclean_flushing, nclean_durable;
+	/*
+	 * Of those, the first ones the flush under way covers; those a finished
+	 * flush covered; and those whose bits are on disk too, which the peers
+	 * may hear of (durable <= covered <= flushing <= pending).
+	 */
+	uint64_t nclean_flushing, nclean_covered, nclean_durable;
 
 	/* map pull requested by a client (map_transfer.c) */
 	struct srv_session *pull_sess; /* who asked; NULL once it went away */
@@ -164,14 +170,17 @@ int pool_mark(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64_t ad
 	      uint64_t len);
 /* Mark chunks [first, first+count) of member @id dirty, durably. */
 int pool_mark_chunks(struct srv_pool *p, unsigned id, uint64_t first, uint64_t count);
-/* Clear chunk @chunk of member @id; the durable record follows lazily. */
-void pool_clear_chunk(struct srv_pool *p, unsigned id, uint64_t chunk);
+/*
+ * Clear chunk @chunk of member @id; the durable record follows lazily.
+ * @return 0, or -ENOMEM (it stays dirty).
+ */
+int pool_clear_chunk(struct srv_pool *p, unsigned id, uint64_t chunk);
 /*
  * Write the blocks of the dirty-map area that hold cleared bits: a peer's
  * at once, this member's own once a flush of the store (started here, run
  * off the loop) made their chunks' data durable; called every tick while
  * any are pending. Chunks [0, nclean_durable) of clean_pending may then be
- * told to the peers. Returns 0 or -errno.
+ * told to the peers (resync.c). Returns 0 or -errno.
  */
 int pool_flush_clears(struct srv_pool *p);
 /* Rewrite this member's whole dirty-map area from memory. Returns 0 or -errno. */

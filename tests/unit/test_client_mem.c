@@ -1073,6 +1073,8 @@ START_TEST(a_peers_resync_does_not_flush_the_healthy_members)
 }
 END_TEST
 
+static void verify_run(unsigned i, bool repair, struct rmr_server_pool_status *ps);
+
 /* Member @i's own bits on its store's disk, for chunks 0..7 (member id i + 1). */
 static uint8_t own_bits_on_disk(unsigned i)
 {
@@ -1124,6 +1126,15 @@ START_TEST(a_slow_flush_holds_the_clean_record_not_the_member)
 		pool_status(i, &ps);
 		ck_assert_uint_eq(ps.dirty_chunks[2], 8);
 	}
+	/*
+	 * Meanwhile a verify marks chunk 24 dirty for it (its disk rotted
+	 * there): that rewrites the same block of its own bitmap, which must
+	 * still show chunks 0..7 dirty.
+	 */
+	members[1].store.data[24 * CHUNK + 5] ^= 0x10;
+	verify_run(0, true, &ps);
+	ck_assert_uint_eq(ps.verify_repaired, 1);
+	ck_assert_uint_eq(own_bits_on_disk(1), 0xff);
 	atomic_store(&members[1].store.flush_hold, false);
 	wait_clean();
 	for (int n = 0; n < POLLS && own_bits_on_disk(1); n++)
