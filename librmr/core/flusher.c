@@ -2,8 +2,9 @@
 /* A store's flush on a thread of its own; see flusher.h. */
 #include "flusher.h"
 
-#include <errno.h>
+#include <string.h>
 
+#include "log.h"
 #include "loop.h"
 
 static void *flusher_thread(void *arg)
@@ -49,24 +50,28 @@ void flusher_destroy(struct flusher *f)
 	pthread_cond_destroy(&f->cv);
 }
 
-int flusher_start(struct flusher *f)
+void flusher_start(struct flusher *f)
 {
-	if (!f->inline_only && !f->thread_up) {
+	bool here = f->inline_only;
+
+	if (!here && !f->thread_up) {
 		int err = pthread_create(&f->thread, NULL, flusher_thread, f);
 
-		/* No thread: on the loop then, as it was. */
-		if (err)
-			f->inline_only = true;
-		else
+		/* No thread (tried again next time): on the loop, as it was. */
+		if (err) {
+			log_warn("store flush on the event loop: no thread for it: %s", strerror(err));
+			here = true;
+		} else {
 			f->thread_up = true;
+		}
 	}
-	if (f->inline_only) {
+	if (here) {
 		f->status = f->flush(f->store);
 		f->finished = true;
 		f->busy = true;
 		/* A simulation sees it end some turns later, as a thread's would. */
 		f->polls_left = loop_sim_active() ? (unsigned)(loop_random() % 4) : 0;
-		return 0;
+		return;
 	}
 	pthread_mutex_lock(&f->lock);
 	f->finished = false;
@@ -74,7 +79,6 @@ int flusher_start(struct flusher *f)
 	pthread_cond_signal(&f->cv);
 	pthread_mutex_unlock(&f->lock);
 	f->busy = true;
-	return 0;
 }
 
 bool flusher_done(struct flusher *f, int *status)

@@ -43,8 +43,8 @@ void flusher_init(struct flusher *f, int (*flush)(void *store), void *store);
 /* Waits for a flush under way, then ends the thread. */
 void flusher_destroy(struct flusher *f);
 
-/* Start a flush; the flusher must not be busy. @return 0 or -errno (no thread). */
-int flusher_start(struct flusher *f);
+/* Start a flush; the flusher must not be busy. */
+void flusher_start(struct flusher *f);
 
 /* The flush started last has finished: take its result (0 or -errno) once. */
 bool flusher_done(struct flusher *f, int *status);

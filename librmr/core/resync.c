@@ -478,7 +478,11 @@ void resync_drop_redirtied(struct srv_pool *p)
 	uint64_t kept = 0, flushing = 0, covered = 0, durable = 0;
 
 	for (uint64_t i = 0; i < p->nclean_pending; i++) {
-		if (own_dirty(p, p->clean_pending[i]))
+		uint64_t c = p->clean_pending[i];
+
+		/* A later entry stands for a copy made after the flush began. */
+		if (own_dirty(p, c) ||
+		    (i < p->nclean_flushing && (dirty_map_get(p->own_cleared, c) & DIRTY_BIT)))
 			continue;
 		flushing += i < p->nclean_flushing;
 		covered += i < p->nclean_covered;

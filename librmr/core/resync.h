@@ -54,14 +54,14 @@ void resync_tick(struct srv_pool *p, uint64_t now);
 /* A peer says it holds chunks [first, first+count) again. */
 void resync_peer_clean(struct srv_pool *p, uint16_t id, uint64_t map_ver, uint64_t first,
 		       uint64_t count);
-/* Pool removal: fail every copy and every waiting request. */
 /*
- * Chunks made clean but not yet told to the peers that are dirty again (a
- * write missed this member after the copy, as a pulled map says, or a
- * verify marked them): the peers must not hear that it holds them.
+ * Chunks made clean but not yet told to the peers whose copy is not the one
+ * a flush covered: dirty again (a write missed this member after the copy,
+ * as a pulled map says, or a verify marked them), or copied again since
+ * the flush began. The peers must not hear of those.
  */
 void resync_drop_redirtied(struct srv_pool *p);
-
+/* Pool removal: fail every copy and every waiting request. */
 void resync_stop(struct srv_pool *p);
 /* Fill the resync part of a pool's status. */
 void resync_status(const struct srv_pool *p, struct rmr_server_pool_status *ps);

@@ -386,9 +386,11 @@ int pool_clear_chunk(struct srv_pool *p, unsigned id, uint64_t chunk)
 	return 0;
 }
 
-/* The chunks of @m are covered: the blocks holding them may show them clean now. */
-static void own_covered(struct srv_pool *p, struct dirty_map *m)
+/* The flush under way finished: its chunks may show clean in the blocks holding them. */
+static void own_flushing_covered(struct srv_pool *p)
 {
+	struct dirty_map *m = p->own_flushing;
+
 	for (uint64_t c = dirty_map_next(m, 0, DIRTY_BIT); c != UINT64_MAX;
 	     c = dirty_map_next(m, (c / (MAP_BLOCK * 8) + 1) * MAP_BLOCK * 8, DIRTY_BIT))
 		if (have_map_area(p))
@@ -401,34 +403,45 @@ static void own_covered(struct srv_pool *p, struct dirty_map *m)
 static int own_flush_done(struct srv_pool *p, int status)
 {
 	if (status == 0) {
-		own_covered(p, p->own_flushing);
+		own_flushing_covered(p);
 		return 0;
 	}
-	/* Not durable: they wait for the next flush with the newer ones. */
+	/*
+	 * Not durable: they wait for the next flush with the newer ones. Taking
+	 * one out of own_flushing never allocates; one that finds no room in
+	 * own_cleared stays where it is (the next flush start swaps it over).
+	 */
 	for (uint64_t c = dirty_map_next(p->own_flushing, 0, DIRTY_BIT); c != UINT64_MAX;
 	     c = dirty_map_next(p->own_flushing, c + 1, DIRTY_BIT))
-		if (dirty_map_set(p->own_cleared, c, DIRTY_BIT) < 0)
-			dirty_map_set(pool_own_map(p), c, DIRTY_BIT); /* copied again later */
-	dirty_map_clear_all(p->own_flushing);
+		if (dirty_map_set(p->own_cleared, c, DIRTY_BIT) == 0)
+			dirty_map_set(p->own_flushing, c, 0);
 	p->nclean_flushing = p->nclean_covered;
 	return status;
 }
 
-/* A flush for the own chunks cleared so far, off the loop. */
+/* Own chunks clean in memory that no finished flush covered, none under way for them. */
+static bool own_uncovered_idle(const struct srv_pool *p)
+{
+	return !flusher_busy(&p->flusher) &&
+	       (dirty_map_count(p->own_cleared) || dirty_map_count(p->own_flushing));
+}
+
+/*
+ * A flush for the own chunks cleared so far, off the loop. (What a failed
+ * flush left in own_flushing goes to own_cleared: the next one covers it.)
+ */
 static int own_flush_start(struct srv_pool *p)
 {
 	struct dirty_map *t = p->own_flushing;
-	int ret, status;
+	int status;
 
 	p->own_flushing = p->own_cleared;
 	p->own_cleared = t;
 	p->nclean_flushing = p->nclean_pending;
 	if (!p->ops.flush)
 		return own_flush_done(p, 0);
-	ret = flusher_start(&p->flusher);
-	if (ret < 0)
-		return own_flush_done(p, ret);
-	/* One that ran at once goes down in this turn. */
+	flusher_start(&p->flusher);
+	/* One that ran on the loop and shows its end at once goes down in this turn. */
 	if (flusher_done(&p->flusher, &status))
 		return own_flush_done(p, status);
 	return 0;
@@ -457,7 +470,7 @@ int pool_flush_clears(struct srv_pool *p)
 	}
 	if (!p->clears_pending)
 		return 0;
-	if (dirty_map_count(p->own_cleared) && !flusher_busy(&p->flusher)) {
+	if (own_uncovered_idle(p)) {
 		ret = own_flush_start(p);
 		if (ret < 0)
 			return ret;
@@ -479,7 +492,8 @@ int pool_flush_clears(struct srv_pool *p)
 	}
 	/* Our own bits on disk show what a finished flush covered: peers may hear of it. */
 	p->nclean_durable = p->nclean_covered;
-	p->clears_pending = dirty_map_count(p->own_cleared) || flusher_busy(&p->flusher);
+	p->clears_pending = flusher_busy(&p->flusher) || dirty_map_count(p->own_cleared) ||
+			    dirty_map_count(p->own_flushing);
 	/* The coarse record follows the maps down, once they are on disk. */
 	missed = pool_missed_ids(p);
 	if (missed != p->missed && !(missed & ~p->missed)) {
@@ -497,7 +511,8 @@ int pool_save_all_maps(struct srv_pool *p)
 	 * Clean bits of copied chunks go down with the rest: their data first,
 	 * here on the loop (a map pull waits for it anyway). A flush under way
 	 * off the loop may have begun before some of them; its result, when it
-	 * comes, finds nothing left to cover.
+	 * comes, finds nothing left to cover (and a failure of it, logged as
+	 * one to record clean chunks, is then no loss).
 	 */
 	if ((dirty_map_count(p->own_cleared) || dirty_map_count(p->own_flushing)) && p->ops.flush) {
 		ret = p->ops.flush(p->store);

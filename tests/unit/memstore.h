@@ -45,7 +45,7 @@ struct memstore {
 	unsigned map_tear_blocks;    /* the next map write of more blocks: only these land, then -EIO */
 	atomic_uint flushes;         /* flush calls that succeeded */
 	atomic_bool flush_hold;      /* a flush waits while this is set... */
-	atomic_uint flush_pass;      /* ...except this many, first */
+	atomic_uint flush_pass;      /* ...or until it takes one of these */
 };
 
 static inline void memstore_init(struct memstore *st, uint64_t pool_size, uint32_t chunk_size)
@@ -178,12 +178,13 @@ static int memstore_flush(void *arg)
 {
 	struct memstore *st = arg;
 
-	unsigned pass = atomic_load(&st->flush_pass);
+	while (atomic_load(&st->flush_hold)) {
+		unsigned pass = atomic_load(&st->flush_pass);
 
-	while (pass && !atomic_compare_exchange_weak(&st->flush_pass, &pass, pass - 1))
-		;
-	while (!pass && atomic_load(&st->flush_hold))
+		if (pass && atomic_compare_exchange_weak(&st->flush_pass, &pass, pass - 1))
+			break;
 		usleep(1000);
+	}
 	if (atomic_load(&st->fail))
 		return -EIO;
 	atomic_fetch_add(&st->flushes, 1);

@@ -1075,6 +1075,20 @@ END_TEST
 
 static void verify_run(unsigned i, bool repair, struct rmr_server_pool_status *ps);
 
+/* Member @i holds every chunk, in memory. */
+static void wait_own_clean(unsigned i)
+{
+	struct rmr_server_pool_status ps;
+
+	for (int n = 0; n < POLLS; n++) {
+		pool_status(i, &ps);
+		if (!ps.dirty_chunks[i + 1])
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_eq(ps.dirty_chunks[i + 1], 0);
+}
+
 /* Member @i's own bits on its store's disk, for chunks 0..7 (member id i + 1). */
 static uint8_t own_bits_on_disk(unsigned i)
 {
@@ -1105,13 +1119,7 @@ START_TEST(a_slow_flush_holds_the_clean_record_not_the_member)
 	atomic_store(&members[1].store.flush_hold, true);
 	member_start(1);
 	wait_state(c, 1, RMR_MEMBER_NORMAL);
-	for (int n = 0; n < POLLS; n++) {
-		pool_status(1, &ps);
-		if (!ps.dirty_chunks[2])
-			break;
-		usleep(10000);
-	}
-	ck_assert_uint_eq(ps.dirty_chunks[2], 0); /* copied in, clean in memory */
+	wait_own_clean(1); /* copied in, clean in memory */
 	/* Twice the failure timeout of I/O to other chunks: all of it served. */
 	for (unsigned n = 0; n < 100; n++) {
 		fill(buf, 4096, 200 + n);
@@ -1128,13 +1136,28 @@ START_TEST(a_slow_flush_holds_the_clean_record_not_the_member)
 	}
 	/*
 	 * Meanwhile a verify marks chunk 24 dirty for it (its disk rotted
-	 * there): that rewrites the same block of its own bitmap, which must
-	 * still show chunks 0..7 dirty.
+	 * there) and it copies it again: that rewrites the same block of its
+	 * own bitmap, which must still show chunks 0..7 dirty.
 	 */
 	members[1].store.data[24 * CHUNK + 5] ^= 0x10;
 	verify_run(0, true, &ps);
 	ck_assert_uint_eq(ps.verify_repaired, 1);
+	wait_own_clean(1);
 	ck_assert_uint_eq(own_bits_on_disk(1), 0xff);
+	/*
+	 * The held flush ends: it covers chunks 0..7, not chunk 24, copied
+	 * after it began, which waits for the next one (held too).
+	 */
+	atomic_store(&members[1].store.flush_pass, 1);
+	for (int n = 0; n < POLLS; n++) {
+		pool_status(0, &ps);
+		if (ps.dirty_chunks[2] <= 1)
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_eq(ps.dirty_chunks[2], 1);
+	ck_assert_uint_eq(own_bits_on_disk(1), 0);
+	ck_assert_uint_eq(members[1].store.map[MAP_BITMAP_BYTES + 3], 0x01); /* chunk 24 */
 	atomic_store(&members[1].store.flush_hold, false);
 	wait_clean();
 	for (int n = 0; n < POLLS && own_bits_on_disk(1); n++)
