@@ -12,6 +12,11 @@
 #    only writes in flight when the client died may have either content.
 # Round 2 does the same and also SIGKILLs member 3 before the client comes
 # back; member 3 returns later and converges too.
+# CRASH_ROUNDS=N adds N rounds whose fault is drawn at random (seeded by
+# CRASH_SEED; scripts/crash-campaign runs many, outside CI): the client
+# alone, or with a member killed before it comes back, or a member killed
+# under the writes, or every process of the pool at once; each round is
+# checked like the two above.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -46,9 +51,13 @@ is_socket() { [[ -S $1 ]]; }
 # crash_writes NAME OFFSET: run the job, SIGKILL the client in its middle.
 # Leaves the offsets of the writes that failed in $WORK/NAME.failed.
 # Returns 1 if fio got stuck and saved no verify state; the client is down then.
+# $WATCH: the member whose write count paces the kill (default 1); $AFTER:
+# the writes it sees before (default 4000); $UNDER: a member to SIGKILL once
+# half of those went by (none by default).
+WATCH=1 AFTER=4000 UNDER=""
 crash_writes() {
 	local name=$1 off=$2 base fio before relay="$WORK/$1.relay.sock" relay_pid
-	before=$(writes_of 1)
+	before=$(writes_of "$WATCH")
 	rm -f "$WORK/local-$name-0-verify.state" "$relay"
 	"$PY" "$(dirname "$0")/unix_relay.py" "$relay" "${URI#*socket=}" >"$WORK/$name.relay.out" 2>&1 &
 	relay_pid=$!
@@ -60,7 +69,12 @@ crash_writes() {
 		--write_lat_log="$WORK/$name" --log_offset=1 \
 		> >(head -c 16000000 >"$WORK/$name.write.out") 2>&1 &
 	fio=$!
-	wait_for 60 writes_at_least 1 $((before + 4000)) || fail "$name: writes did not start"
+	if [[ -n $UNDER ]]; then
+		wait_for 60 writes_at_least "$WATCH" $((before + AFTER / 2)) || fail "$name: writes did not start"
+		"$POOL" kill --dir "$PDIR" "$UNDER"
+		UNDER="" # (a second try finds it dead)
+	fi
+	wait_for 60 writes_at_least "$WATCH" $((before + AFTER)) || fail "$name: writes did not start"
 	pid_alive "$fio" || fail "$name: fio ended before the kill; the test would prove nothing"
 	"$POOL" kill --dir "$PDIR" client
 	wait_for 30 fio_gone "$fio" || kill -9 "$fio" 2>/dev/null || true
@@ -91,14 +105,15 @@ crash_round() {
 	fail "$1: fio got stuck on the dead connection $try times"
 }
 
-# verify_acked NAME OFFSET: every acknowledged write of the job reads back.
+# verify_acked NAME OFFSET [MIN]: every acknowledged write of the job reads
+# back, and at least MIN (default 4000) were.
 verify_acked() {
-	local name=$1 off=$2
+	local name=$1 off=$2 min=${3:-4000}
 	# shellcheck disable=SC2046 # fio_args is a word list
 	fio $(fio_args "$name" "$off") --verify_only=1 --verify_state_load=1 --verify_state_save=0 --verify_fatal=0 \
 		--verify_dump=0 --output-format=json --output="$WORK/$name.verify.json" \
 		>"$WORK/$name.verify.out" 2>&1 || true
-	"$PY" - "$WORK/$name.verify.json" "$WORK/$name.verify.out" "$WORK/${name}_clat.1.log" <<'EOF' ||
+	"$PY" - "$WORK/$name.verify.json" "$WORK/$name.verify.out" "$WORK/${name}_clat.1.log" "$min" <<'EOF' ||
 import json, re, sys
 text = open(sys.argv[1]).read()
 job = json.loads(text[text.index("{"):])["jobs"][0]
@@ -110,7 +125,7 @@ for line in open(sys.argv[3]):
     if len(f) >= 5 and f[2] == "1":
         acked.add(int(f[4]))
 reads = job["read"]["total_ios"]
-if reads < 4000 or len(acked) < 4000:
+if reads < int(sys.argv[4]) or len(acked) < int(sys.argv[4]):
     sys.exit("only %d blocks verified, %d writes acknowledged" % (reads, len(acked)))
 lost = sorted(bad & acked)
 if lost:
@@ -145,4 +160,36 @@ verify_acked crash2 64M
 wait_for 60 healed 3 || fail "the pool did not heal after member 3 came back"
 "$POOL" compare --dir "$PDIR" 1 2 3 || fail "members differ after the client and member 3 crashed"
 verify_acked crash1 0
+
+ROUNDS=${CRASH_ROUNDS:-0} SEED=${CRASH_SEED:-$$}
+[[ $ROUNDS =~ ^[0-9]+$ && $SEED =~ ^[0-9]+$ ]] || fail "CRASH_ROUNDS and CRASH_SEED must be numbers"
+((ROUNDS == 0)) || log "$ROUNDS rounds more, faults drawn with CRASH_SEED=$SEED"
+RANDOM=$SEED
+for ((r = 1; r <= ROUNDS; r++)); do
+	name=round$r off=$(((r % 4) * 64))M victim=$((1 + RANDOM % 3))
+	WATCH=$((victim % 3 + 1)) AFTER=$((1000 + RANDOM % 8000)) UNDER=""
+	fault=$((RANDOM % 4))
+	case $fault in
+	0) log "round $r: the client dies after $AFTER writes" ;;
+	1) log "round $r: the client dies after $AFTER writes, member $victim before it returns" ;;
+	2) log "round $r: member $victim dies under the writes, the client after $AFTER"
+	   UNDER=$victim ;;
+	3) log "round $r: the client dies after $AFTER writes, then every member" ;;
+	esac
+	# fio's verify_only checks a block's offset and checksum, not which run
+	# wrote it: an earlier round's block where a write got lost would pass.
+	nbdsh -u "$URI" -c "h.zero(64 << 20, ${off%M} << 20)" || fail "round $r: zeroing $off failed"
+	crash_round "$name" "$off"
+	case $fault in
+	1) "$POOL" kill --dir "$PDIR" "$victim" ;;
+	3) for id in 1 2 3; do "$POOL" kill --dir "$PDIR" "$id"; done
+	   for id in 1 2 3; do "$POOL" start --dir "$PDIR" "$id"; done ;;
+	esac
+	"$POOL" start --dir "$PDIR" client
+	URI=$("$POOL" uri --dir "$PDIR")
+	verify_acked "$name" "$off" $((AFTER / 2))
+	((fault != 1 && fault != 2)) || "$POOL" start --dir "$PDIR" "$victim"
+	wait_for 60 healed 3 || fail "round $r: the pool did not heal"
+	"$POOL" compare --dir "$PDIR" 1 2 3 || fail "round $r: members differ"
+done
 log "ok"
