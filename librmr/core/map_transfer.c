@@ -15,10 +15,19 @@
 #include "log.h"
 #include "peer.h"
 #include "resync.h"
+#include "store_probe.h"
 #include "server_internal.h"
 
 /* How long a pull waits for the session to its source to come up. */
 #define PULL_WAIT_NS (5000ull * 1000000ull)
+/*
+ * How long a pull waits for the store check. The client holds the pool's
+ * writes back while a pull runs: past this, the pull is refused (-EAGAIN),
+ * the client lets the writes go and asks again later. The check goes on
+ * meanwhile; pulls that come while it runs are refused at once, and the
+ * first one after it starts a new one, which finds little left to flush.
+ */
+#define PULL_PROBE_WAIT_NS (1000ull * 1000000ull)
 
 static void gather_free(struct srv_pool *p);
 static bool gather_outdated(const struct srv_pool *p, unsigned id, uint64_t mark_ver);
@@ -90,11 +99,13 @@ static void pull_answer(struct srv_pool *p, int status)
 	struct srv_session *sess = p->pull_sess;
 
 	p->pull_running = false;
+	p->pull_probing = false;
 	p->pull_sess = NULL;
 	pull_free_maps(p);
 	gather_free(p);
 	server_event_map_update(p, p->pull_source, status);
-	if (status < 0)
+	/* (A refusal for the store check says so itself.) */
+	if (status < 0 && status != -EAGAIN)
 		log_warn("pool=%s member=%u: taking the maps from member %u failed: %s", p->name,
 			 p->params.member_id, p->pull_source, strerror(-status));
 	if (sess)
@@ -370,26 +381,6 @@ static void get_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int 
 		resync_kick(p);
 }
 
-int map_transfer_store_probe(struct srv_pool *p)
-{
-	uint32_t len = RMR_MIN(4096u, pool_chunk_len(p, 0));
-	void *buf = malloc(len);
-	int ret;
-
-	if (!buf)
-		return -ENOMEM;
-	ret = p->ops.chunk_export(p->store, 0, buf, len);
-	if (ret == 0 && p->ops.flush)
-		ret = p->ops.flush(p->store);
-	free(buf);
-	if (ret < 0) {
-		log_warn("pool=%s member=%u: store check failed: %s", p->name, p->params.member_id,
-			 strerror(-ret));
-		ret = -EIO;
-	}
-	return ret;
-}
-
 void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t source,
 		       uint64_t map_ver, uint32_t flags, uint64_t uncertain)
 {
@@ -409,8 +400,10 @@ void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t so
 	from &= p->params.members_mask & ~(1ull << p->params.member_id);
 	if (!from || (!(flags & RMR_MAP_PULL_ALL) && !p->peers[source]))
 		ret = -EINVAL;
+	else if (store_probe_running(p))
+		ret = -EAGAIN;
 	else
-		ret = map_transfer_store_probe(p);
+		ret = store_probe_begin(p, &p->pull_probe);
 	for (unsigned id = 1; ret == 0 && id <= RMR_MAX_MEMBER_ID; id++) {
 		if (!p->maps[id])
 			continue;
@@ -436,6 +429,8 @@ void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t so
 	p->pull_uncertain = uncertain & ~(1ull << p->params.member_id);
 	memset(p->pull_mark_ver, 0, sizeof(p->pull_mark_ver));
 	p->pull_running = true;
+	p->pull_probing = ret == 0;
+	p->pull_probe_until = loop_now(p->srv->loop) + PULL_PROBE_WAIT_NS;
 	if (ret < 0)
 		pull_answer(p, ret);
 	else
@@ -448,6 +443,25 @@ void map_transfer_tick(struct srv_pool *p, uint64_t now)
 
 	if (!p->pull_running || p->pull_started)
 		return;
+	if (p->pull_probing) {
+		ret = store_probe_result(p, p->pull_probe);
+		if (ret == -EINPROGRESS && now > p->pull_probe_until) {
+			log_notice("pool=%s member=%u: store check still running after %llu ms: "
+				   "not taking the maps yet", p->name, p->params.member_id,
+				   PULL_PROBE_WAIT_NS / 1000000ull);
+			pull_answer(p, -EAGAIN);
+			return;
+		}
+		if (ret == -EINPROGRESS)
+			return;
+		p->pull_probing = false;
+		if (ret < 0) {
+			pull_answer(p, ret);
+			return;
+		}
+		/* The wait for the source's session starts now. */
+		p->pull_wait_until = now + PULL_WAIT_NS;
+	}
 	if (!peer_is_up(p->peers[p->pull_source])) {
 		if (now > p->pull_wait_until)
 			pull_answer(p, -ENOTCONN);

@@ -28,6 +28,7 @@
 #include "resync.h"
 #include "membership.h"
 #include "server_internal.h"
+#include "store_probe.h"
 #include "verify.h"
 #include "wire.h"
 #include <rmr/server.h>
@@ -842,6 +843,28 @@ static void on_membership(struct srv_session *sess, const struct rmr_msg *msg,
  * its own may have reached some members only (RMR_RECONCILE_OWN), and chose
  * this member as the source the others converge on.
  */
+/*
+ * A RECONCILE_OWN whose store check ended: this member becomes the one the
+ * others converge on, if it still may (the writer and its own map may
+ * have changed while the store was checked).
+ */
+static void reconcile_own_continue(struct srv_session *sess)
+{
+	struct srv_pool *p = sess->pool;
+	int ret = store_probe_result(p, sess->reconcile_probe);
+
+	if (ret == -EINPROGRESS)
+		return;
+	sess->reconcile_waiting = false;
+	if (ret == 0 && !writer_holds(p, sess))
+		ret = -ESTALE;
+	else if (ret == 0 && dirty_map_count(pool_own_map(p)))
+		ret = -EAGAIN;
+	else if (ret == 0 && pool_al_reconcile(p, sess->incarnation, true, sess->reconcile_map_ver) < 0)
+		ret = -EIO;
+	server_ctrl_send(sess, &sess->reconcile_rsp, RMR_MSG_RECONCILE_RSP, ret, 0);
+}
+
 static void on_reconcile(struct srv_session *sess, const struct rmr_msg *msg)
 {
 	int ret;
@@ -864,13 +887,18 @@ static void on_reconcile(struct srv_session *sess, const struct rmr_msg *msg)
 		server_ctrl_send(sess, &sess->reconcile_rsp, RMR_MSG_RECONCILE_RSP, -EAGAIN, 0);
 		return;
 	}
-	/* ... and a store that works. */
-	if ((msg->op_flags & RMR_RECONCILE_OWN) && map_transfer_store_probe(sess->pool) < 0) {
-		server_ctrl_send(sess, &sess->reconcile_rsp, RMR_MSG_RECONCILE_RSP, -EIO, 0);
+	/* ... and a store that works: the answer waits for its check (store_probe.h). */
+	if (msg->op_flags & RMR_RECONCILE_OWN) {
+		if (store_probe_begin(sess->pool, &sess->reconcile_probe) < 0) {
+			server_ctrl_send(sess, &sess->reconcile_rsp, RMR_MSG_RECONCILE_RSP, -EIO, 0);
+			return;
+		}
+		sess->reconcile_waiting = true;
+		sess->reconcile_map_ver = msg->map_ver;
+		reconcile_own_continue(sess);
 		return;
 	}
-	ret = pool_al_reconcile(sess->pool, sess->incarnation, msg->op_flags & RMR_RECONCILE_OWN,
-				msg->map_ver);
+	ret = pool_al_reconcile(sess->pool, sess->incarnation, false, msg->map_ver);
 	server_ctrl_send(sess, &sess->reconcile_rsp, RMR_MSG_RECONCILE_RSP, ret < 0 ? -EIO : 0, 0);
 }
 
@@ -1189,6 +1217,8 @@ static void server_tick(void *ctx, uint64_t now)
 			server_ctrl_send(sess, &sess->hello_rsp, RMR_MSG_HELLO_RSP, 0,
 					 sess->hello_rsp.body_len);
 		}
+		if (sess->reconcile_waiting && sess->pool && !sess->pool->removing)
+			reconcile_own_continue(sess);
 		if (sess->pool && now - sess->last_tx >= hb)
 			server_ctrl_send(sess, &sess->heartbeat, RMR_MSG_HEARTBEAT, 0, 0);
 	}

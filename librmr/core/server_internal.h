@@ -93,6 +93,9 @@ struct srv_session {
 	struct srv_answer *free_answers;
 	uint32_t n_answers;
 	struct srv_ctrl hello_rsp, heartbeat, pull_rsp, reconcile_rsp, membership_rsp;
+	/* A RECONCILE_OWN waits for the store check of this ticket (store_probe.h). */
+	bool reconcile_waiting;
+	uint64_t reconcile_probe, reconcile_map_ver;
 	/*
 	 * A hello for a keyed pool waits for its AUTH: the CHALLENGE went out
 	 * (@challenge) and nothing but an AUTH that proves the key is taken.
@@ -175,12 +178,6 @@ void server_event_map_update(struct srv_pool *p, uint16_t source, int status);
  */
 uint32_t map_transfer_serve(const struct srv_pool *p, void *buf, uint32_t cap, uint16_t *id,
 			    uint64_t *chunk, bool *last);
-/*
- * A member proves that its store works (a read of the first 4 KiB and a
- * flush) before it takes the maps or becomes the source others converge
- * on. Returns 0 or -EIO.
- */
-int map_transfer_store_probe(struct srv_pool *p);
 /*
  * MAP_PULL from a client on @sess: take every map from member @source, then
  * answer; the client's map version @map_ver counts once the maps are saved.

@@ -508,20 +508,10 @@ int pool_save_all_maps(struct srv_pool *p)
 	int ret;
 
 	/*
-	 * Clean bits of copied chunks go down with the rest: their data first,
-	 * here on the loop (a map pull waits for it anyway). A flush under way
-	 * off the loop may have begun before some of them; its result, when it
-	 * comes, finds nothing left to cover (and a failure of it, logged as
-	 * one to record clean chunks, is then no loss).
+	 * No flush here, on the loop: own chunks copied in that no finished
+	 * flush covered yet go down dirty (build_block), and clean once one
+	 * covers them (pool_flush_clears), as at any other time.
 	 */
-	if ((dirty_map_count(p->own_cleared) || dirty_map_count(p->own_flushing)) && p->ops.flush) {
-		ret = p->ops.flush(p->store);
-		if (ret < 0)
-			return ret;
-	}
-	dirty_map_clear_all(p->own_cleared);
-	dirty_map_clear_all(p->own_flushing);
-	p->nclean_covered = p->nclean_flushing = p->nclean_pending;
 	if (!have_map_area(p)) {
 		p->nclean_durable = p->nclean_covered;
 		p->missed = pool_missed_ids(p);
@@ -795,6 +785,7 @@ void pool_free(struct srv_pool *p)
 		free(p->pull_maps[id]);
 	}
 	flusher_destroy(&p->flusher);
+	flusher_destroy(&p->prober);
 	dirty_map_destroy(&p->own_sets[0]);
 	dirty_map_destroy(&p->own_sets[1]);
 	map_transfer_free(p);
@@ -893,6 +884,7 @@ int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
 	p->ops = *ops;
 	p->store = store;
 	flusher_init(&p->flusher, p->ops.flush, store);
+	flusher_init(&p->prober, p->ops.flush, store);
 	p->own_cleared = &p->own_sets[0];
 	p->own_flushing = &p->own_sets[1];
 	p->chunk_shift = (uint32_t)__builtin_ctz(params->chunk_size);

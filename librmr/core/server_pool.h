@@ -72,6 +72,10 @@ struct srv_pool {
 	struct dirty_map *own_cleared, *own_flushing;
 	struct dirty_map own_sets[2];
 	struct flusher flusher;
+	/* The store check (store_probe.h): its own flusher, the checks begun and ended. */
+	struct flusher prober;
+	uint64_t probe_begun, probe_ended;
+	int probe_status;
 
 	/*
 	 * Activity log (activity_log.h): the ranges written lately for the
@@ -126,6 +130,9 @@ struct srv_pool {
 	struct srv_session *pull_sess; /* who asked; NULL once it went away */
 	bool pull_running;           /* a pull was asked for and not answered yet */
 	bool pull_started;           /* its MAP_GETs are under way */
+	bool pull_probing;           /* they wait for the store check (store_probe.h) */
+	uint64_t pull_probe;         /* its ticket */
+	uint64_t pull_probe_until;   /* ns: past this, the pull is refused (map_transfer.c) */
 	uint64_t pull_wait_until;    /* ns: give up waiting for the source's session */
 	uint16_t pull_source;
 	uint64_t pull_map_ver;       /* the client's map version in the MAP_PULL */

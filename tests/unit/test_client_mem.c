@@ -1114,6 +1114,54 @@ START_TEST(a_peers_resync_does_not_flush_the_healthy_members)
 }
 END_TEST
 
+/*
+ * A returning member checks its store (a read and a flush) before it takes
+ * the maps, while the client holds the pool's writes back. On a slow disk
+ * the flush outlasts the failure timeout: the member must keep answering
+ * meanwhile (the check runs off its loop), refuse the pull after a while
+ * so that the writes go on, and take the maps once the check ended.
+ */
+START_TEST(a_slow_store_check_holds_the_pull_not_the_writes)
+{
+	struct rmr_client *c = open_client(1);
+	uint8_t *buf = malloc(CHUNK), *back = malloc(CHUNK);
+	struct rmr_pool_status st = { .size = sizeof(st) };
+	struct rmr_server_pool_status ps;
+
+	member2_misses(c, 4, 0, CHUNK / 2, 120, buf);
+	atomic_store(&members[1].store.flush_hold, true);
+	member_start(1);
+	for (int n = 0; n < POLLS && !strstr(st.members[1].reason, "map"); n++) {
+		usleep(10000);
+		ck_assert_int_eq(rmr_client_status(c, &st), 0);
+	}
+	ck_assert_msg(strstr(st.members[1].reason, "map"), "member 2 does not take the maps: %s",
+		      st.members[1].reason);
+	/* Three failure timeouts of writes while the check is held: all go on. */
+	for (unsigned n = 0; n < 30; n++) {
+		fill(buf, 4096, 300 + n);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, 16ull * CHUNK + n * 4096ull, buf, 4096), 0);
+		ck_assert_int_eq(do_io(c, RMR_IO_READ, 16ull * CHUNK + n * 4096ull, back, 4096), 0);
+		ck_assert_mem_eq(buf, back, 4096);
+		usleep(50000);
+	}
+	/* Its loop answers (a status is taken on it), and it has not taken the maps. */
+	pool_status(1, &ps);
+	ck_assert_uint_eq(ps.map_pulls, 0);
+	ck_assert_int_eq(rmr_client_status(c, &st), 0);
+	ck_assert_int_ne(st.members[1].state, RMR_MEMBER_NORMAL);
+	ck_assert_msg(!strstr(st.members[1].reason, "heartbeat"), "member 2: %s",
+		      st.members[1].reason);
+	atomic_store(&members[1].store.flush_hold, false);
+	wait_state(c, 1, RMR_MEMBER_NORMAL);
+	wait_clean();
+	assert_stores_identical();
+	rmr_client_close(c);
+	free(buf);
+	free(back);
+}
+END_TEST
+
 static void verify_run(unsigned i, bool repair, struct rmr_server_pool_status *ps);
 
 /* Member @i holds every chunk, in memory. */
@@ -1821,6 +1869,7 @@ int main(void)
 	tcase_add_test(tc, store_error_heals_once_cleared);
 	tcase_add_test(tc, maintenance_takes_member_out_and_back);
 	tcase_add_test(tc, a_peers_resync_does_not_flush_the_healthy_members);
+	tcase_add_test(tc, a_slow_store_check_holds_the_pull_not_the_writes);
 	tcase_add_test(tc, a_slow_flush_holds_the_clean_record_not_the_member);
 	tcase_add_test(tc, second_failure_during_resync);
 	tcase_add_test(tc, all_members_lost_fails_requests);
