@@ -1115,6 +1115,23 @@ START_TEST(a_peers_resync_does_not_flush_the_healthy_members)
 END_TEST
 
 /*
+ * @n 4 KiB writes from chunk 16 on (contents from @seed on), each read
+ * back, @pause_us apart: I/O to chunks no member misses goes on.
+ */
+static void io_goes_on(struct rmr_client *c, unsigned n, unsigned seed, unsigned pause_us)
+{
+	uint8_t buf[4096], back[4096];
+
+	for (unsigned i = 0; i < n; i++) {
+		fill(buf, sizeof(buf), seed + i);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, 16ull * CHUNK + i * 4096ull, buf, 4096), 0);
+		ck_assert_int_eq(do_io(c, RMR_IO_READ, 16ull * CHUNK + i * 4096ull, back, 4096), 0);
+		ck_assert_mem_eq(buf, back, 4096);
+		usleep(pause_us);
+	}
+}
+
+/*
  * A returning member checks its store (a read and a flush) before it takes
  * the maps, while the client holds the pool's writes back. On a slow disk
  * the flush outlasts the failure timeout: the member must keep answering
@@ -1124,7 +1141,7 @@ END_TEST
 START_TEST(a_slow_store_check_holds_the_pull_not_the_writes)
 {
 	struct rmr_client *c = open_client(1);
-	uint8_t *buf = malloc(CHUNK), *back = malloc(CHUNK);
+	uint8_t *buf = malloc(CHUNK);
 	struct rmr_pool_status st = { .size = sizeof(st) };
 	struct rmr_server_pool_status ps;
 
@@ -1138,13 +1155,7 @@ START_TEST(a_slow_store_check_holds_the_pull_not_the_writes)
 	ck_assert_msg(strstr(st.members[1].reason, "map"), "member 2 does not take the maps: %s",
 		      st.members[1].reason);
 	/* Three failure timeouts of writes while the check is held: all go on. */
-	for (unsigned n = 0; n < 30; n++) {
-		fill(buf, 4096, 300 + n);
-		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, 16ull * CHUNK + n * 4096ull, buf, 4096), 0);
-		ck_assert_int_eq(do_io(c, RMR_IO_READ, 16ull * CHUNK + n * 4096ull, back, 4096), 0);
-		ck_assert_mem_eq(buf, back, 4096);
-		usleep(50000);
-	}
+	io_goes_on(c, 30, 300, 50000);
 	/* Its loop answers (a status is taken on it), and it has not taken the maps. */
 	pool_status(1, &ps);
 	ck_assert_uint_eq(ps.map_pulls, 0);
@@ -1158,7 +1169,6 @@ START_TEST(a_slow_store_check_holds_the_pull_not_the_writes)
 	assert_stores_identical();
 	rmr_client_close(c);
 	free(buf);
-	free(back);
 }
 END_TEST
 
@@ -1194,7 +1204,7 @@ static uint8_t own_bits_on_disk(unsigned i)
 START_TEST(a_slow_flush_holds_the_clean_record_not_the_member)
 {
 	struct rmr_client *c = open_client(1);
-	uint8_t *buf = malloc(CHUNK), *back = malloc(CHUNK);
+	uint8_t *buf = malloc(CHUNK);
 	struct rmr_server_pool_status ps;
 
 	member2_misses(c, 8, 0, CHUNK / 2, 60, buf);
@@ -1205,13 +1215,7 @@ START_TEST(a_slow_flush_holds_the_clean_record_not_the_member)
 	wait_state(c, 1, RMR_MEMBER_NORMAL);
 	wait_own_clean(1); /* copied in, clean in memory */
 	/* Twice the failure timeout of I/O to other chunks: all of it served. */
-	for (unsigned n = 0; n < 100; n++) {
-		fill(buf, 4096, 200 + n);
-		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, 16ull * CHUNK + n * 4096ull, buf, 4096), 0);
-		ck_assert_int_eq(do_io(c, RMR_IO_READ, 16ull * CHUNK + n * 4096ull, back, 4096), 0);
-		ck_assert_mem_eq(buf, back, 4096);
-		usleep(10000);
-	}
+	io_goes_on(c, 100, 200, 10000);
 	ck_assert_int_eq(member_state(c, 1), RMR_MEMBER_NORMAL);
 	ck_assert_uint_eq(own_bits_on_disk(1), 0xff);
 	for (unsigned i = 0; i < NMEMBERS; i += 2) {
@@ -1250,7 +1254,6 @@ START_TEST(a_slow_flush_holds_the_clean_record_not_the_member)
 	assert_stores_identical();
 	rmr_client_close(c);
 	free(buf);
-	free(back);
 }
 END_TEST
 
