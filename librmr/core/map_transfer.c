@@ -25,9 +25,14 @@
  * writes back while a pull runs: past this, the pull is refused (-EAGAIN),
  * the client lets the writes go and asks again later. The check goes on
  * meanwhile; pulls that come while it runs are refused at once, and the
- * first one after it starts a new one, which finds little left to flush.
+ * first one after it takes its result if it ended at most
+ * PULL_PROBE_FRESH_NS before (a check that always outlasts the wait would
+ * keep the member out for good), else starts a new one. A pull of every
+ * member's maps (RMR_MAP_PULL_ALL: no member is NORMAL, nothing is held
+ * back) waits for the check as long as it takes.
  */
 #define PULL_PROBE_WAIT_NS (1000ull * 1000000ull)
+#define PULL_PROBE_FRESH_NS (30000ull * 1000000ull)
 
 static void gather_free(struct srv_pool *p);
 static bool gather_outdated(const struct srv_pool *p, unsigned id, uint64_t mark_ver);
@@ -400,10 +405,23 @@ void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t so
 	from &= p->params.members_mask & ~(1ull << p->params.member_id);
 	if (!from || (!(flags & RMR_MAP_PULL_ALL) && !p->peers[source]))
 		ret = -EINVAL;
-	else if (store_probe_running(p))
+	else if (!(flags & RMR_MAP_PULL_ALL) && store_probe_running(p))
 		ret = -EAGAIN;
 	else
+		ret = store_probe_recent(p, p->pull_refused_probe, loop_now(p->srv->loop),
+					 PULL_PROBE_FRESH_NS);
+	/* Taken, told or too old: a later pull starts afresh. */
+	if (ret != -EAGAIN)
+		p->pull_refused_probe = 0;
+	if (ret == -ENOENT)
 		ret = store_probe_begin(p, &p->pull_probe);
+	else if (ret == 0)
+		p->pull_probe = p->probe_ended; /* passed: nothing to wait for */
+	else if (ret == -EAGAIN) {
+		p->pull_refused_probe = p->probe_begun;
+		log_info("pool=%s member=%u: store check still running: not taking the maps yet",
+			 p->name, p->params.member_id);
+	}
 	for (unsigned id = 1; ret == 0 && id <= RMR_MAX_MEMBER_ID; id++) {
 		if (!p->maps[id])
 			continue;
@@ -445,7 +463,9 @@ void map_transfer_tick(struct srv_pool *p, uint64_t now)
 		return;
 	if (p->pull_probing) {
 		ret = store_probe_result(p, p->pull_probe);
-		if (ret == -EINPROGRESS && now > p->pull_probe_until) {
+		if (ret == -EINPROGRESS && !(p->pull_flags & RMR_MAP_PULL_ALL) &&
+		    now > p->pull_probe_until) {
+			p->pull_refused_probe = p->pull_probe;
 			log_notice("pool=%s member=%u: store check still running after %llu ms: "
 				   "not taking the maps yet", p->name, p->params.member_id,
 				   PULL_PROBE_WAIT_NS / 1000000ull);

@@ -480,9 +480,15 @@ void resync_drop_redirtied(struct srv_pool *p)
 	for (uint64_t i = 0; i < p->nclean_pending; i++) {
 		uint64_t c = p->clean_pending[i];
 
-		/* A later entry stands for a copy made after the flush began. */
+		/*
+		 * A later entry stands for a copy made after the flush that
+		 * covers this one began: since the one under way began
+		 * (own_cleared), or, for one a finished flush covered, since
+		 * that one began (own_flushing: the next one took it over).
+		 */
 		if (own_dirty(p, c) ||
-		    (i < p->nclean_flushing && (dirty_map_get(p->own_cleared, c) & DIRTY_BIT)))
+		    (i < p->nclean_flushing && (dirty_map_get(p->own_cleared, c) & DIRTY_BIT)) ||
+		    (i < p->nclean_covered && (dirty_map_get(p->own_flushing, c) & DIRTY_BIT)))
 			continue;
 		flushing += i < p->nclean_flushing;
 		covered += i < p->nclean_covered;

@@ -1230,6 +1230,7 @@ static void server_tick(void *ctx, uint64_t now)
 		for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
 			if (p->peers[id])
 				peer_tick(p->peers[id], now);
+		store_probe_tick(p, now);
 		map_transfer_tick(p, now);
 		resync_tick(p, now);
 		verify_tick(p, now);

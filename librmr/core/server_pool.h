@@ -72,10 +72,14 @@ struct srv_pool {
 	struct dirty_map *own_cleared, *own_flushing;
 	struct dirty_map own_sets[2];
 	struct flusher flusher;
-	/* The store check (store_probe.h): its own flusher, the checks begun and ended. */
+	/*
+	 * The store check (store_probe.h): its own flusher; the checks begun
+	 * and ended, the last that failed, when the last ended (ns); a
+	 * failure nobody was told of yet.
+	 */
 	struct flusher prober;
-	uint64_t probe_begun, probe_ended;
-	int probe_status;
+	uint64_t probe_begun, probe_ended, probe_failed, probe_ended_ns;
+	bool probe_untold;
 
 	/*
 	 * Activity log (activity_log.h): the ranges written lately for the
@@ -133,6 +137,7 @@ struct srv_pool {
 	bool pull_probing;           /* they wait for the store check (store_probe.h) */
 	uint64_t pull_probe;         /* its ticket */
 	uint64_t pull_probe_until;   /* ns: past this, the pull is refused (map_transfer.c) */
+	uint64_t pull_refused_probe; /* the check a pull was refused for: the next may take it */
 	uint64_t pull_wait_until;    /* ns: give up waiting for the source's session */
 	uint16_t pull_source;
 	uint64_t pull_map_ver;       /* the client's map version in the MAP_PULL */

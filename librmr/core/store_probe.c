@@ -8,15 +8,28 @@
 
 #include "compiler.h"
 #include "log.h"
-#include "server_pool.h"
+#include "loop.h"
+#include "server_internal.h"
 
 static void probe_ended(struct srv_pool *p, int status)
 {
 	p->probe_ended = p->probe_begun;
-	p->probe_status = status < 0 ? -EIO : 0;
-	if (status < 0)
+	p->probe_ended_ns = loop_now(p->srv->loop);
+	if (status < 0) {
+		p->probe_failed = p->probe_ended;
+		p->probe_untold = true;
 		log_warn("pool=%s member=%u: store check failed: %s", p->name, p->params.member_id,
 			 strerror(-status));
+	}
+}
+
+/* Take the result of a check that finished. */
+static void collect(struct srv_pool *p)
+{
+	int status;
+
+	if (flusher_done(&p->prober, &status))
+		probe_ended(p, status);
 }
 
 int store_probe_begin(struct srv_pool *p, uint64_t *ticket)
@@ -25,9 +38,14 @@ int store_probe_begin(struct srv_pool *p, uint64_t *ticket)
 	void *buf;
 	int ret;
 
+	collect(p);
 	*ticket = p->probe_begun;
-	if (flusher_busy(&p->prober))
-		return 0;
+	if (p->probe_untold) {
+		p->probe_untold = false;
+		return -EIO;
+	}
+	if (p->probe_ended < p->probe_begun)
+		return 0; /* one runs: its result is ours */
 	buf = malloc(len);
 	if (!buf)
 		return -ENOMEM;
@@ -36,6 +54,7 @@ int store_probe_begin(struct srv_pool *p, uint64_t *ticket)
 	*ticket = ++p->probe_begun;
 	if (ret < 0) {
 		probe_ended(p, ret);
+		p->probe_untold = false;
 		return -EIO;
 	}
 	if (p->ops.flush)
@@ -47,14 +66,33 @@ int store_probe_begin(struct srv_pool *p, uint64_t *ticket)
 
 int store_probe_result(struct srv_pool *p, uint64_t ticket)
 {
-	int status;
-
-	if (flusher_done(&p->prober, &status))
-		probe_ended(p, status);
-	return p->probe_ended >= ticket ? p->probe_status : -EINPROGRESS;
+	collect(p);
+	if (p->probe_ended < ticket)
+		return -EINPROGRESS;
+	if (p->probe_failed >= ticket) {
+		p->probe_untold = false;
+		return -EIO;
+	}
+	return 0;
 }
 
 bool store_probe_running(struct srv_pool *p)
 {
-	return store_probe_result(p, p->probe_begun) == -EINPROGRESS;
+	collect(p);
+	return p->probe_ended < p->probe_begun;
+}
+
+int store_probe_recent(struct srv_pool *p, uint64_t ticket, uint64_t now, uint64_t fresh_ns)
+{
+	if (!ticket || store_probe_running(p))
+		return -ENOENT;
+	if (store_probe_result(p, ticket) < 0)
+		return -EIO;
+	return now - p->probe_ended_ns <= fresh_ns ? 0 : -ENOENT;
+}
+
+void store_probe_tick(struct srv_pool *p, uint64_t now)
+{
+	(void)now;
+	collect(p);
 }

@@ -8,8 +8,9 @@
  * memstore_release), @map_write_fails fails that many dirty-map writes, and
  * @map_tear_blocks tears the next multi-block one. A read with opcode
  * MEMSTORE_OP_REVERSE answers with its argument reversed (a short read), as
- * a key-value consumer answers a lookup. Flushes are counted, and can be
- * held (@flush_hold) as a slow disk holds them.
+ * a key-value consumer answers a lookup. Flushes are counted, can be
+ * held (@flush_hold) as a slow disk holds them, and can fail once each
+ * (@flush_fails) as a file reports a lost write-back.
  */
 #ifndef RMR_TESTS_MEMSTORE_H
 #define RMR_TESTS_MEMSTORE_H
@@ -46,6 +47,7 @@ struct memstore {
 	atomic_uint flushes;         /* flush calls that succeeded */
 	atomic_bool flush_hold;      /* a flush waits while this is set... */
 	atomic_uint flush_pass;      /* ...or until it takes one of these */
+	atomic_uint flush_fails;     /* fail the next this many flushes (a lost write-back) */
 };
 
 static inline void memstore_init(struct memstore *st, uint64_t pool_size, uint32_t chunk_size)
@@ -187,6 +189,9 @@ static int memstore_flush(void *arg)
 	}
 	if (atomic_load(&st->fail))
 		return -EIO;
+	for (unsigned n = atomic_load(&st->flush_fails); n;)
+		if (atomic_compare_exchange_weak(&st->flush_fails, &n, n - 1))
+			return -EIO; /* reported once, as a file reports it */
 	atomic_fetch_add(&st->flushes, 1);
 	return 0;
 }

@@ -49,7 +49,7 @@ static struct member members[NMEMBERS + 1];
 /* What the recovery callbacks told, client and members (any thread). */
 static struct {
 	atomic_uint client_tracking[NMEMBERS + 1][2]; /* [id][started] */
-	atomic_uint client_map_update_ok, client_map_update_err;
+	atomic_uint client_map_update_ok, client_map_update_err, client_map_update_eio;
 	atomic_uint member_cleared[NMEMBERS + 1][NMEMBERS + 2]; /* [member idx][id] */
 	atomic_uint resync_complete[NMEMBERS + 1];
 	_Atomic uint64_t resync_complete_total[NMEMBERS + 1];
@@ -68,6 +68,8 @@ static void ev_client_map_update(void *priv, uint16_t id, uint16_t source, int s
 	(void)id;
 	(void)source;
 	atomic_fetch_add(status ? &ev.client_map_update_err : &ev.client_map_update_ok, 1);
+	if (status == -EIO)
+		atomic_fetch_add(&ev.client_map_update_eio, 1);
 }
 
 static const struct rmr_client_ops client_ops = {
@@ -1136,7 +1138,9 @@ static void io_goes_on(struct rmr_client *c, unsigned n, unsigned seed, unsigned
  * the maps, while the client holds the pool's writes back. On a slow disk
  * the flush outlasts the failure timeout: the member must keep answering
  * meanwhile (the check runs off its loop), refuse the pull after a while
- * so that the writes go on, and take the maps once the check ended.
+ * so that the writes go on, and take the maps once the check ended. Here
+ * the slow flush ends in a failure, which a file reports once: the next
+ * pull must fail on it, not start a check that passes.
  */
 START_TEST(a_slow_store_check_holds_the_pull_not_the_writes)
 {
@@ -1144,6 +1148,8 @@ START_TEST(a_slow_store_check_holds_the_pull_not_the_writes)
 	uint8_t *buf = malloc(CHUNK);
 	struct rmr_pool_status st = { .size = sizeof(st) };
 	struct rmr_server_pool_status ps;
+	struct timespec t0, t1;
+	unsigned eio;
 
 	member2_misses(c, 4, 0, CHUNK / 2, 120, buf);
 	atomic_store(&members[1].store.flush_hold, true);
@@ -1154,8 +1160,15 @@ START_TEST(a_slow_store_check_holds_the_pull_not_the_writes)
 	}
 	ck_assert_msg(strstr(st.members[1].reason, "map"), "member 2 does not take the maps: %s",
 		      st.members[1].reason);
-	/* Three failure timeouts of writes while the check is held: all go on. */
+	/*
+	 * Three failure timeouts of writes while the check is held: all go on,
+	 * held back a second at most now and then (not for the client's 30 s
+	 * timeout of a map pull).
+	 */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	io_goes_on(c, 30, 300, 50000);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ck_assert_int_lt(t1.tv_sec - t0.tv_sec, 20);
 	/* Its loop answers (a status is taken on it), and it has not taken the maps. */
 	pool_status(1, &ps);
 	ck_assert_uint_eq(ps.map_pulls, 0);
@@ -1163,8 +1176,13 @@ START_TEST(a_slow_store_check_holds_the_pull_not_the_writes)
 	ck_assert_int_ne(st.members[1].state, RMR_MEMBER_NORMAL);
 	ck_assert_msg(!strstr(st.members[1].reason, "heartbeat"), "member 2: %s",
 		      st.members[1].reason);
+	eio = atomic_load(&ev.client_map_update_eio);
+	ck_assert_uint_eq(eio, 0);
+	atomic_store(&members[1].store.flush_fails, 1);
 	atomic_store(&members[1].store.flush_hold, false);
 	wait_state(c, 1, RMR_MEMBER_NORMAL);
+	eio = atomic_load(&ev.client_map_update_eio);
+	ck_assert_msg(eio >= 1, "the failed store check was not told");
 	wait_clean();
 	assert_stores_identical();
 	rmr_client_close(c);

@@ -121,6 +121,23 @@ START_TEST(a_copy_made_again_after_a_finished_flush_waits_for_the_next)
 }
 END_TEST
 
+START_TEST(a_copy_the_next_flush_covers_waits_for_it)
+{
+	/*
+	 * A flush covered 3 and 5; 5 was copied again meanwhile, and the next
+	 * flush, under way, took that copy over (own_flushing) before the
+	 * peers were told: only the later entry stands for chunk 5.
+	 */
+	const uint64_t before[] = { 3, 5, 5 };
+	const uint64_t after[] = { 3, 5 };
+
+	pending(before, 3, 3, 2, 0);
+	ck_assert_int_eq(dirty_map_mark(pool->own_flushing, 5, 1), 0);
+	resync_drop_redirtied(pool);
+	expect_pending(after, 2, 2, 1, 0);
+}
+END_TEST
+
 START_TEST(copies_no_flush_has_begun_for_are_kept)
 {
 	/* Nothing under a flush: every copy since is in own_cleared, and stays listed. */
@@ -148,6 +165,7 @@ int main(void)
 	tcase_add_test(tc, chunks_dirty_again_are_dropped_from_every_prefix);
 	tcase_add_test(tc, a_copy_made_again_after_the_flush_began_is_not_told_as_covered);
 	tcase_add_test(tc, a_copy_made_again_after_a_finished_flush_waits_for_the_next);
+	tcase_add_test(tc, a_copy_the_next_flush_covers_waits_for_it);
 	tcase_add_test(tc, copies_no_flush_has_begun_for_are_kept);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
