@@ -59,100 +59,93 @@ static void pending(const uint64_t *chunks, uint64_t n, uint64_t flushing, uint6
 	pool->nclean_durable = durable;
 }
 
-static void expect_pending(const uint64_t *chunks, uint64_t n, uint64_t flushing,
-			   uint64_t covered, uint64_t durable)
+static void expect_pending(const char *why, const uint64_t *chunks, uint64_t n,
+			   uint64_t flushing, uint64_t covered, uint64_t durable)
 {
-	ck_assert_uint_eq(pool->nclean_pending, n);
+	ck_assert_msg(pool->nclean_pending == n, "%s: %llu entries left, not %llu", why,
+		      (unsigned long long)pool->nclean_pending, (unsigned long long)n);
 	for (uint64_t i = 0; i < n; i++)
-		ck_assert_msg(pool->clean_pending[i] == chunks[i], "entry %llu is chunk %llu, not %llu",
-			      (unsigned long long)i, (unsigned long long)pool->clean_pending[i],
+		ck_assert_msg(pool->clean_pending[i] == chunks[i], "%s: entry %llu is chunk %llu, not %llu",
+			      why, (unsigned long long)i, (unsigned long long)pool->clean_pending[i],
 			      (unsigned long long)chunks[i]);
-	ck_assert_uint_eq(pool->nclean_flushing, flushing);
-	ck_assert_uint_eq(pool->nclean_covered, covered);
-	ck_assert_uint_eq(pool->nclean_durable, durable);
+	ck_assert_msg(pool->nclean_flushing == flushing && pool->nclean_covered == covered &&
+			      pool->nclean_durable == durable,
+		      "%s: prefixes %llu/%llu/%llu, not %llu/%llu/%llu", why,
+		      (unsigned long long)pool->nclean_flushing,
+		      (unsigned long long)pool->nclean_covered,
+		      (unsigned long long)pool->nclean_durable, (unsigned long long)flushing,
+		      (unsigned long long)covered, (unsigned long long)durable);
 }
 
-START_TEST(chunks_dirty_again_are_dropped_from_every_prefix)
-{
-	/* 1, 2 durable; 3 covered; 4 under the flush; 5, 6 copied since. */
-	const uint64_t before[] = { 1, 2, 3, 4, 5, 6 };
-	const uint64_t after[] = { 1, 3, 4, 6 };
+/* A list of chunks, ended by END. */
+#define END UINT64_MAX
+#define LIST(...) { __VA_ARGS__, END }
 
-	pending(before, 6, 4, 3, 2);
-	/* A pulled map (or a verify) says writes missed this member again. */
-	ck_assert_int_eq(dirty_map_mark(&own, 2, 1), 0);
-	ck_assert_int_eq(dirty_map_mark(&own, 5, 1), 0);
-	resync_drop_redirtied(pool);
-	expect_pending(after, 4, 3, 2, 1);
+/* One case: clean_pending and its prefixes before and after, and the maps. */
+struct drop_case {
+	const char *why;
+	uint64_t before[8], flushing, covered, durable;
+	uint64_t own_dirty[4], own_cleared[4], own_flushing[4];
+	uint64_t after[8], flushing_after, covered_after, durable_after;
+};
+
+static const struct drop_case cases[] = {
+	{ "chunks dirty again (a pulled map, a verify) leave every prefix: "
+	  "1, 2 durable, 3 covered, 4 under the flush, 5, 6 copied since",
+	  LIST(1, 2, 3, 4, 5, 6), 4, 3, 2,
+	  LIST(2, 5), LIST(END), LIST(END),
+	  LIST(1, 3, 4, 6), 3, 2, 1 },
+	{ "a copy made again after the flush began is not told as covered: 3, 5, 7 "
+	  "under the flush, 5 dirtied and copied again within one tick (own_cleared)",
+	  LIST(3, 5, 7, 5), 3, 0, 0,
+	  LIST(END), LIST(5), LIST(3, 7),
+	  LIST(3, 7, 5), 2, 0, 0 },
+	{ "a copy made again after a finished flush waits for the next: 3, 5 covered "
+	  "(their blocks not written yet), 5 copied again since",
+	  LIST(3, 5, 5), 2, 2, 0,
+	  LIST(END), LIST(5), LIST(END),
+	  LIST(3, 5), 1, 1, 0 },
+	{ "a copy the next flush took over waits for it: 3, 5 covered, 5 copied again "
+	  "and under the flush now under way (own_flushing)",
+	  LIST(3, 5, 5), 3, 2, 0,
+	  LIST(END), LIST(END), LIST(5),
+	  LIST(3, 5), 2, 1, 0 },
+	{ "copies no flush began for stay listed",
+	  LIST(9, 10, 11), 0, 0, 0,
+	  LIST(END), LIST(9, 10, 11), LIST(END),
+	  LIST(9, 10, 11), 0, 0, 0 },
+	{ "durable entries nothing touched stay listed",
+	  LIST(9, 10, 11), 3, 3, 3,
+	  LIST(END), LIST(END), LIST(END),
+	  LIST(9, 10, 11), 3, 3, 3 },
+};
+
+static uint64_t list_len(const uint64_t *l)
+{
+	uint64_t n = 0;
+
+	while (l[n] != END)
+		n++;
+	return n;
 }
-END_TEST
 
-START_TEST(a_copy_made_again_after_the_flush_began_is_not_told_as_covered)
+static void mark_all(struct dirty_map *m, const uint64_t *l)
 {
-	/*
-	 * Chunks 3, 5 and 7 were copied, then a flush began for them. Chunk 5
-	 * was dirtied and copied again within one tick: clean in the map, in
-	 * own_cleared (no flush covers that copy), listed a second time. The
-	 * first entry must go, or the peers would hear of it once this flush
-	 * ends, though the copy the member holds is not durable.
-	 */
-	const uint64_t before[] = { 3, 5, 7, 5 };
-	const uint64_t after[] = { 3, 7, 5 };
-
-	pending(before, 4, 3, 0, 0);
-	ck_assert_int_eq(dirty_map_mark(pool->own_flushing, 3, 1), 0);
-	ck_assert_int_eq(dirty_map_mark(pool->own_flushing, 7, 1), 0);
-	ck_assert_int_eq(dirty_map_mark(pool->own_cleared, 5, 1), 0);
-	resync_drop_redirtied(pool);
-	expect_pending(after, 3, 2, 0, 0);
+	for (; *l != END; l++)
+		ck_assert_int_eq(dirty_map_mark(m, *l, 1), 0);
 }
-END_TEST
 
-START_TEST(a_copy_made_again_after_a_finished_flush_waits_for_the_next)
+START_TEST(drop_redirtied_keeps_only_covered_copies)
 {
-	/* A flush covered 3 and 5 (their blocks not written yet); 5 copied again since. */
-	const uint64_t before[] = { 3, 5, 5 };
-	const uint64_t after[] = { 3, 5 };
+	const struct drop_case *t = &cases[_i];
 
-	pending(before, 3, 2, 2, 0);
-	ck_assert_int_eq(dirty_map_mark(pool->own_cleared, 5, 1), 0);
+	pending(t->before, list_len(t->before), t->flushing, t->covered, t->durable);
+	mark_all(&own, t->own_dirty);
+	mark_all(pool->own_cleared, t->own_cleared);
+	mark_all(pool->own_flushing, t->own_flushing);
 	resync_drop_redirtied(pool);
-	expect_pending(after, 2, 1, 1, 0);
-}
-END_TEST
-
-START_TEST(a_copy_the_next_flush_covers_waits_for_it)
-{
-	/*
-	 * A flush covered 3 and 5; 5 was copied again meanwhile, and the next
-	 * flush, under way, took that copy over (own_flushing) before the
-	 * peers were told: only the later entry stands for chunk 5.
-	 */
-	const uint64_t before[] = { 3, 5, 5 };
-	const uint64_t after[] = { 3, 5 };
-
-	pending(before, 3, 3, 2, 0);
-	ck_assert_int_eq(dirty_map_mark(pool->own_flushing, 5, 1), 0);
-	resync_drop_redirtied(pool);
-	expect_pending(after, 2, 2, 1, 0);
-}
-END_TEST
-
-START_TEST(copies_no_flush_has_begun_for_are_kept)
-{
-	/* Nothing under a flush: every copy since is in own_cleared, and stays listed. */
-	const uint64_t chunks[] = { 9, 10, 11 };
-
-	pending(chunks, 3, 0, 0, 0);
-	for (unsigned i = 0; i < 3; i++)
-		ck_assert_int_eq(dirty_map_mark(pool->own_cleared, chunks[i], 1), 0);
-	resync_drop_redirtied(pool);
-	expect_pending(chunks, 3, 0, 0, 0);
-	/* Nor does a durable, untouched entry go. */
-	pending(chunks, 3, 3, 3, 3);
-	dirty_map_clear_all(pool->own_cleared);
-	resync_drop_redirtied(pool);
-	expect_pending(chunks, 3, 3, 3, 3);
+	expect_pending(t->why, t->after, list_len(t->after), t->flushing_after, t->covered_after,
+		       t->durable_after);
 }
 END_TEST
 
@@ -162,11 +155,8 @@ int main(void)
 	TCase *tc = tcase_create("drop_redirtied");
 
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, chunks_dirty_again_are_dropped_from_every_prefix);
-	tcase_add_test(tc, a_copy_made_again_after_the_flush_began_is_not_told_as_covered);
-	tcase_add_test(tc, a_copy_made_again_after_a_finished_flush_waits_for_the_next);
-	tcase_add_test(tc, a_copy_the_next_flush_covers_waits_for_it);
-	tcase_add_test(tc, copies_no_flush_has_begun_for_are_kept);
+	tcase_add_loop_test(tc, drop_redirtied_keeps_only_covered_copies, 0,
+			    (int)(sizeof(cases) / sizeof(cases[0])));
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }
