@@ -839,11 +839,6 @@ static void on_membership(struct srv_session *sess, const struct rmr_msg *msg,
 }
 
 /*
- * The client found that its predecessor exited uncleanly, or that writes of
- * its own may have reached some members only (RMR_RECONCILE_OWN), and chose
- * this member as the source the others converge on.
- */
-/*
  * A RECONCILE_OWN whose store check ended: this member becomes the one the
  * others converge on, if it still may (the writer and its own map may
  * have changed while the store was checked).
@@ -865,6 +860,11 @@ static void reconcile_own_continue(struct srv_session *sess)
 	server_ctrl_send(sess, &sess->reconcile_rsp, RMR_MSG_RECONCILE_RSP, ret, 0);
 }
 
+/*
+ * The client found that its predecessor exited uncleanly, or that writes of
+ * its own may have reached some members only (RMR_RECONCILE_OWN), and chose
+ * this member as the source the others converge on.
+ */
 static void on_reconcile(struct srv_session *sess, const struct rmr_msg *msg)
 {
 	int ret;
