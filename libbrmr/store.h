@@ -34,6 +34,9 @@ int store_map_memory(struct brmr_store *s);
 /* Reads and writes served through the mapping so far. */
 uint64_t store_mapped_ios(const struct brmr_store *s);
 
+/* Reads the workers made (the page cache did not hold them, or FUA). */
+uint64_t store_worker_reads(const struct brmr_store *s);
+
 /* Start the I/O worker threads (brmr_store_serve() does it). @return 0 or -errno. */
 int store_workers_start(struct brmr_store *s);
 

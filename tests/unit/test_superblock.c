@@ -14,7 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <rmr/brmr.h>
@@ -167,7 +170,10 @@ struct wait_io {
 	struct rmr_store_io io;
 	int status;
 	int calls;
+	bool on_submit; /* completed by the submitting thread, before io() returned */
 };
+
+static __thread bool submitting;
 
 static pthread_mutex_t io_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t io_cond = PTHREAD_COND_INITIALIZER;
@@ -179,12 +185,15 @@ static void test_done(struct rmr_store_io *io, int status)
 	pthread_mutex_lock(&io_lock);
 	w->status = status;
 	w->calls++;
+	w->on_submit = submitting;
 	pthread_cond_broadcast(&io_cond);
 	pthread_mutex_unlock(&io_lock);
 }
 
-static int do_io(struct brmr_store *s, uint16_t op, uint32_t flags, uint64_t addr,
-		 uint32_t len, void *data)
+/* One request through the io callback, waited for; @p on_submit (may be NULL)
+ * tells whether it completed before io() returned, on the caller's thread. */
+static int do_io_at(struct brmr_store *s, uint16_t op, uint32_t flags, uint64_t addr,
+		    uint32_t len, void *data, bool *on_submit)
 {
 	struct wait_io w = {
 		.io = {
@@ -198,14 +207,24 @@ static int do_io(struct brmr_store *s, uint16_t op, uint32_t flags, uint64_t add
 		},
 	};
 
+	submitting = true;
 	store_ops.io(s, &w.io);
+	submitting = false;
 	pthread_mutex_lock(&io_lock);
 	while (!w.calls)
 		pthread_cond_wait(&io_cond, &io_lock);
 	pthread_mutex_unlock(&io_lock);
 	usleep(1000); /* a second completion would show up here */
 	ck_assert_int_eq(w.calls, 1);
+	if (on_submit)
+		*on_submit = w.on_submit;
 	return w.status;
+}
+
+static int do_io(struct brmr_store *s, uint16_t op, uint32_t flags, uint64_t addr,
+		 uint32_t len, void *data)
+{
+	return do_io_at(s, op, flags, addr, len, data, NULL);
 }
 
 static struct brmr_store *open_ok(void)
@@ -969,6 +988,97 @@ START_TEST(test_large_store_io)
 }
 END_TEST
 
+/* How many pages of [@p off, + @p len) of @p file the page cache holds. */
+static size_t pages_cached(const char *file, uint64_t off, size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), n = 0;
+	unsigned char vec[1024];
+	int fd = open(file, O_RDONLY);
+	void *m;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_uint_le(len / page, sizeof(vec));
+	m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t)off);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	ck_assert_int_eq(mincore(m, len, vec), 0);
+	for (size_t i = 0; i < len / page; i++)
+		n += vec[i] & 1;
+	munmap(m, len);
+	close(fd);
+	return n;
+}
+
+/*
+ * A read the page cache does not hold goes to a worker, and the event loop
+ * goes on meanwhile; one it holds is served at once. Needs a file system
+ * that can drop a file's pages: not tmpfs, so the store goes next to the
+ * test (the build directory) when the temporary directory is one.
+ */
+START_TEST(test_disk_reads_on_workers)
+{
+	static uint8_t buf[256 * 1024], back[256 * 1024];
+	struct brmr_store_info info = { .size = sizeof(info) };
+	char here[64] = "brmr-cold-XXXXXX", file[sizeof(tmpdir) + 8];
+	const char *dir = tmpdir;
+	struct brmr_store *s;
+	struct statfs sfs;
+	bool on_submit;
+	int fd;
+
+	ck_assert_int_eq(statfs(tmpdir, &sfs), 0);
+	if (sfs.f_type == TMPFS_MAGIC) {
+		ck_assert_ptr_nonnull(mkdtemp(here));
+		dir = here;
+	}
+	snprintf(file, sizeof(file), "%s/cold", dir);
+	snprintf(path, sizeof(path), "%s", file);
+	format_store(SMALL_POOL);
+	s = open_ok();
+	brmr_store_info(s, &info);
+	ck_assert_int_eq(store_workers_start(s), 0);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 13 + 5);
+	ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, 0, 0, sizeof(buf), buf), 0);
+	ck_assert_int_eq(store_ops.flush(s), 0);
+
+	/* Out of the page cache (the pages are clean after the flush). */
+	fd = open(file, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	close(fd);
+	ck_assert_msg(pages_cached(file, info.data_offset, sizeof(buf)) == 0,
+		      "the page cache kept the store's pages (file system: %#lx)",
+		      (unsigned long)sfs.f_type);
+
+	ck_assert_int_eq(do_io_at(s, BRMR_OP_READ, 0, 0, sizeof(back), back, &on_submit), 0);
+	ck_assert_msg(!on_submit, "a read from the disk was served on the submitting thread");
+	ck_assert_uint_eq(store_worker_reads(s), 1);
+	ck_assert(!memcmp(buf, back, sizeof(buf)));
+
+	/* Now cached: served at once, by the caller. */
+	memset(back, 0, sizeof(back));
+	ck_assert_int_eq(do_io_at(s, BRMR_OP_READ, 0, 4096, 8192, back, &on_submit), 0);
+	ck_assert_msg(on_submit, "a cached read went to a worker");
+	ck_assert_uint_eq(store_worker_reads(s), 1);
+	ck_assert(!memcmp(buf + 4096, back, 8192));
+
+	/* A bad or failing read is answered at once, cached or not. */
+	ck_assert_int_eq(do_io_at(s, BRMR_OP_READ, 0, SMALL_POOL, 4096, back, &on_submit), -EINVAL);
+	ck_assert(on_submit);
+	brmr_store_inject_fault(s, true);
+	ck_assert_int_eq(do_io_at(s, BRMR_OP_READ, 0, 0, 4096, back, &on_submit), -EIO);
+	ck_assert(on_submit);
+	brmr_store_inject_fault(s, false);
+	ck_assert_uint_eq(store_worker_reads(s), 1);
+
+	brmr_store_close(s);
+	if (dir == here) {
+		ck_assert_int_eq(unlink(file), 0);
+		ck_assert_int_eq(rmdir(here), 0);
+	}
+}
+END_TEST
+
 START_TEST(test_short_last_chunk)
 {
 	const uint64_t pool = 3 * 128 * 1024 + 8192;
@@ -1468,6 +1578,7 @@ static Suite *superblock_suite(void)
 	tcase_add_test(tc, test_format_refuses_without_force);
 	tcase_add_test(tc, test_format_bad_params);
 	tcase_add_test(tc, test_large_store_io);
+	tcase_add_test(tc, test_disk_reads_on_workers);
 	tcase_add_test(tc, test_short_last_chunk);
 	tcase_add_test(tc, test_meta_round_trip);
 	tcase_add_test(tc, test_meta_torn_save);
