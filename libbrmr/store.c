@@ -187,11 +187,16 @@ static int zero_range(int fd, uint64_t off, uint64_t len, bool punch)
 			return -errno;
 	}
 	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
-		      (off_t)len) == 0)
-		return 0;
-	if (!fallocate_unsupported(errno))
-		return -errno;
-	return write_zeroes(fd, off, len);
+		      (off_t)len) < 0)
+		return fallocate_unsupported(errno) ? write_zeroes(fd, off, len) : -errno;
+	/*
+	 * Zeroes that must stay allocated (tmpfs has no ZERO_RANGE): allocate
+	 * the hole again, so that a later write there cannot fail for space
+	 * (NBD's NO_HOLE; ENOSPC is told, the range reads as zeroes either way).
+	 */
+	if (!punch && fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) < 0)
+		return fallocate_unsupported(errno) ? write_zeroes(fd, off, len) : -errno;
+	return 0;
 }
 
 /*

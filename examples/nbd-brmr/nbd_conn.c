@@ -851,7 +851,8 @@ static enum step req_dispatch(struct nbdb_conn *c, struct nbdb_req *r, uint32_t 
 		r->op = BRMR_OP_WRITE_ZEROES;
 		break;
 	}
-	/* NO_HOLE needs nothing: brmr's write-zeroes always allocates. */
+	/* NO_HOLE needs nothing: brmr's write-zeroes always leaves the range
+	 * allocated (libbrmr/store.c zero_range); TRIM frees it. */
 	r->bflags = 0;
 	if ((r->nbd_flags & NBD_CMD_FLAG_FUA) && r->op != BRMR_OP_READ && r->op != BRMR_OP_FLUSH)
 		r->bflags |= BRMR_F_FUA;

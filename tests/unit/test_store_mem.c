@@ -314,6 +314,49 @@ START_TEST(a_trim_takes_its_extent_off_the_map)
 }
 END_TEST
 
+/* Bytes the store file has allocated. */
+static uint64_t allocated_bytes(void)
+{
+	struct stat st;
+
+	ck_assert_int_eq(stat(path, &st), 0);
+	return (uint64_t)st.st_blocks * 512;
+}
+
+/*
+ * Write-zeroes leaves its range allocated (NBD's NO_HOLE: a later write
+ * there cannot fail for space), a trim frees it; both read back as zeroes.
+ * tmpfs has no FALLOC_FL_ZERO_RANGE, so this is the fallback's case.
+ */
+START_TEST(write_zeroes_keeps_the_space_a_trim_frees)
+{
+	static uint8_t back[PIECE], zero[PIECE];
+	struct brmr_store *s;
+	uint64_t full;
+
+	if (!on_tmpfs)
+		return;
+	format(POOL);
+	s = open_mapped();
+	write_forward(s, 0, EXTENT, 50);
+	full = allocated_bytes();
+	ck_assert_uint_ge(full, EXTENT);
+
+	ck_assert_int_eq(io(s, BRMR_OP_WRITE_ZEROES, PIECE, 2 * PIECE, NULL), 0);
+	ck_assert_uint_eq(allocated_bytes(), full);
+	ck_assert_int_eq(io(s, BRMR_OP_READ, PIECE, PIECE, back), 0);
+	ck_assert_mem_eq(back, zero, PIECE);
+	file_bytes(s, 2 * PIECE, back, PIECE);
+	ck_assert_mem_eq(back, zero, PIECE);
+
+	ck_assert_int_eq(io(s, BRMR_OP_TRIM, PIECE, 2 * PIECE, NULL), 0);
+	ck_assert_uint_eq(allocated_bytes(), full - 2 * PIECE);
+	ck_assert_int_eq(io(s, BRMR_OP_READ, 2 * PIECE, PIECE, back), 0);
+	ck_assert_mem_eq(back, zero, PIECE);
+	brmr_store_close(s);
+}
+END_TEST
+
 START_TEST(a_restart_finds_the_allocated_extents)
 {
 	static uint8_t back[4096], want[PIECE], zero[4096];
@@ -574,6 +617,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, writes_into_holes_go_through_pwrite_until_an_extent_is_full);
 	tcase_add_test(tc, a_trim_takes_its_extent_off_the_map);
+	tcase_add_test(tc, write_zeroes_keeps_the_space_a_trim_frees);
 	tcase_add_test(tc, a_restart_finds_the_allocated_extents);
 	tcase_add_test(tc, a_large_copy_faults_its_extents_in_first);
 	tcase_add_test(tc, a_store_elsewhere_is_not_mapped);
