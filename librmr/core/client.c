@@ -105,14 +105,14 @@ void client_write_missed(struct rmr_client *c, struct slot *s, uint64_t ids)
 	client_missed_recompute(c);
 }
 
-void client_write_missed_done(struct rmr_client *c, struct slot *s, int status)
+void client_write_missed_done(struct rmr_client *c, struct slot *s, bool applied)
 {
 	if (!s->missed_counted)
 		return;
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
 		if (s->missed_counted & (1ull << id))
 			c->missed_inflight[id]--;
-	if (status == 0)
+	if (applied)
 		c->missed_live |= s->missed_counted;
 	s->missed_counted = 0;
 	client_missed_recompute(c);

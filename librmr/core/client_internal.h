@@ -244,12 +244,15 @@ void member_admit(struct member *m);
 void client_note_unsettled(struct rmr_client *c, uint64_t ids);
 /*
  * Write @s misses members @ids: they count as having missed writes while it
- * is in flight, and for good if it is acknowledged (client_write_missed_done).
- * A write that fails leaves them as they were: its bytes are undefined, and
- * the members it reached converge through client_note_unsettled.
+ * is in flight, and for good once some member applied it (acknowledged, or
+ * failed because fewer than min_legs did: client_write_missed_done with
+ * @applied): the members that applied it recorded them. A write that no
+ * member is known to have applied leaves them as they were: its bytes are
+ * undefined, and the members it reached converge through
+ * client_note_unsettled.
  */
 void client_write_missed(struct rmr_client *c, struct slot *s, uint64_t ids);
-void client_write_missed_done(struct rmr_client *c, struct slot *s, int status);
+void client_write_missed_done(struct rmr_client *c, struct slot *s, bool applied);
 /* Member @m's record names @ids as having missed writes (HELLO_RSP, HEARTBEAT...). */
 void client_note_reported(struct member *m, uint64_t ids);
 /* Member id @id took the maps: nobody's record holds it out any more. */

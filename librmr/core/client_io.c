@@ -220,7 +220,12 @@ static void complete(struct rmr_client *c, struct slot *s, int status)
 	bool idle;
 
 	if (was_write) {
-		client_write_missed_done(c, s, status);
+		/*
+		 * A write some member applied and failed anyway (fewer than
+		 * min_legs did) was missed all the same by the others, and
+		 * the members that applied it recorded so.
+		 */
+		client_write_missed_done(c, s, status == 0 || s->ok_mask);
 		ready = write_finished(c, s);
 	}
 	idle = release_slot(c, s);

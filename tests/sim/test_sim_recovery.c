@@ -55,6 +55,7 @@ struct world_cfg {
 	unsigned seeds;              /* seeds per run unless SIM_SEEDS says (0: 16) */
 	unsigned reconnect_max_ms;   /* the client's backoff limit (0: 400) */
 	uint32_t al_extent;          /* activity log extent (0: librmr's 4 MiB) */
+	unsigned min_legs;           /* the client's (0: 1) */
 };
 
 static struct {
@@ -142,7 +143,7 @@ static int client_open_as(bool takeover, struct rmr_client **out)
 		.reconnect_min_ms = 50,
 		.reconnect_max_ms = w.cfg.reconnect_max_ms ? w.cfg.reconnect_max_ms : 400,
 		.open_timeout_ms = 2000,
-		.min_legs = 1,
+		.min_legs = w.cfg.min_legs ? w.cfg.min_legs : 1,
 		.takeover = takeover,
 	};
 
@@ -1053,6 +1054,33 @@ static void case_two_writers(void)
 	check_healed(0, NCHUNKS);
 }
 
+/*
+ * min_legs 2 and two members down: writes fail, yet member 1 applied them
+ * and recorded the other two as having missed them. Back, those two must
+ * take the maps and copy the chunks, not serve their older bytes as
+ * current (they did, when only acknowledged writes counted as missed).
+ */
+static void case_min_legs_failed_writes(void)
+{
+	write_some(50);
+	member_kill(1);
+	member_kill(2);
+	w.failed = 0;
+	for (unsigned b = 0; b < 5; b++) {
+		for (unsigned k = 0; k < 10; k++)
+			submit_write();
+		settle();
+	}
+	ck_assert_uint_gt(w.failed, 0);
+	ck_assert_uint_gt(dirty_for(2, 0), 0);
+	member_start(1, 0);
+	member_start(2, 0);
+	check_converged();
+	w.failed = 0;
+	write_some(50);
+	check_converged();
+}
+
 /* --- seeds ----------------------------------------------------------------------- */
 
 static void run_seeds(const char *name, void (*fn)(void), struct world_cfg cfg)
@@ -1103,6 +1131,7 @@ SIM_CASE(case_client_and_member_crash)
 SIM_CASE_WITH(case_torn_activity_log, .pool_size = POOL_SIZE, .chunk = CHUNK, .al_extent = CHUNK)
 SIM_CASE(case_two_writers)
 SIM_CASE(case_replace_member)
+SIM_CASE_WITH(case_min_legs_failed_writes, .pool_size = POOL_SIZE, .chunk = CHUNK, .min_legs = 2)
 
 /* The same seed gives the same run: same virtual time, same counters. */
 START_TEST(same_seed_same_run)
@@ -1158,6 +1187,7 @@ int main(void)
 	tcase_add_test(tc, case_torn_activity_log_seeds);
 	tcase_add_test(tc, case_two_writers_seeds);
 	tcase_add_test(tc, case_replace_member_seeds);
+	tcase_add_test(tc, case_min_legs_failed_writes_seeds);
 	tcase_add_test(tc, same_seed_same_run);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
