@@ -67,6 +67,7 @@ struct config {
 	const char *pid_file;
 	unsigned queue_depth;
 	unsigned min_legs;
+	uint64_t open_without;  /* --open-without: member ids (bit n = id n) */
 	bool takeover;
 	bool verbose;
 	bool syslog;
@@ -100,6 +101,11 @@ static void usage(FILE *f)
 		"      --takeover           take the pool over from the writer that holds it\n"
 		"                           (failover): the members fence the old writer; without\n"
 		"                           it, a pool another live writer holds is refused\n"
+		"      --open-without ID[,ID...]\n"
+		"                           open even though these members do not answer and\n"
+		"                           no member that does records them as having missed\n"
+		"                           writes: gives up the writes only they may hold\n"
+		"                           (a member gone for good; see brmr-pool.conf(5))\n"
 		"      --key-file PATH      the pool key (mode 0600, made by brmrctl create);\n"
 		"                           default the pool file's key_file (NAME.key next to\n"
 		"                           it); without one the members must be an open pool\n"
@@ -151,6 +157,22 @@ static unsigned parse_uint(const char *opt, const char *arg, unsigned min, unsig
 	if (!*arg || *end || errno || arg[0] == '-' || v < min || v > max)
 		usage_error("%s: '%s' is not a number in %u..%u", opt, arg, min, max);
 	return (unsigned)v;
+}
+
+/* Member ids "1,3" as a mask (bit n = id n); every id 1..RMR_MAX_MEMBER_ID. */
+static uint64_t parse_ids(const char *opt, const char *arg)
+{
+	uint64_t ids = 0;
+	char buf[256], *save = NULL;
+
+	if (strlen(arg) >= sizeof(buf) || !*arg)
+		usage_error("%s: '%s' is not a list of member ids", opt, arg);
+	snprintf(buf, sizeof(buf), "%s", arg);
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		ids |= 1ull << parse_uint(opt, t, 1, RMR_MAX_MEMBER_ID);
+	if (!ids)
+		usage_error("%s: '%s' is not a list of member ids", opt, arg);
+	return ids;
 }
 
 /* Absolute form of @p path, so the URI and the cleanup at exit still work
@@ -248,6 +270,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		{ "queue-depth", required_argument, NULL, 'q' },
 		{ "min-legs", required_argument, NULL, 'L' },
 		{ "takeover", no_argument, NULL, 'K' },
+		{ "open-without", required_argument, NULL, 'W' },
 		{ "key-file", required_argument, NULL, 'k' },
 		{ "config", required_argument, NULL, 'C' },
 		{ "syslog", no_argument, NULL, 'S' },
@@ -314,6 +337,9 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 			break;
 		case 'K':
 			cfg->takeover = true;
+			break;
+		case 'W':
+			cfg->open_without |= parse_ids("--open-without", optarg);
 			break;
 		case 'k':
 			cfg->key_file = optarg;
@@ -628,6 +654,7 @@ int main(int argc, char **argv)
 	o.members = cfg->members;
 	o.min_legs = cfg->min_legs;
 	o.takeover = cfg->takeover;
+	o.open_without = cfg->open_without;
 	o.key = cfg->keyed ? cfg->key : NULL;
 	if (cfg->file) {
 		/* The members must be of this pool, not just of this name. */
@@ -644,7 +671,10 @@ int main(int argc, char **argv)
 	if (rc < 0) {
 		nbdb_log(NBDB_ERR, "cannot open the pool: %s", rc == -EBUSY ?
 			 "another writer holds it (stop it, or take over with --takeover)" :
-			 rc == -ESTALE ? "a newer writer fenced this one" : strerror(-rc));
+			 rc == -ESTALE ? "a newer writer fenced this one" :
+			 rc == -EHOSTUNREACH ?
+			 "members that did not answer may hold writes the others lack (the log names them): start them, or give them up with --open-without" :
+			 strerror(-rc));
 		goto out;
 	}
 

@@ -99,6 +99,17 @@ struct rmr_client_opts {
 	 * latency of one request).
 	 */
 	unsigned poll_us;
+	/**
+	 * Member ids (bit n = id n) the open may go without. An open goes on
+	 * once every member answered, or one that answered records every one
+	 * that did not as having missed writes; otherwise it waits for them
+	 * (up to @c open_timeout_ms, then fails with -EHOSTUNREACH): a member
+	 * cannot tell by itself that it missed writes, and one that did must
+	 * not serve, nor be the source the others converge on. Naming a member
+	 * here gives up the writes only it may hold: for an operator whose
+	 * member is gone for good. Default 0.
+	 */
+	uint64_t open_without;
 };
 
 /** rmr_client_opts.poll_us: the loop never polls. */
@@ -111,7 +122,9 @@ struct rmr_client_opts {
  *
  * @return 0 and the handle in @p out; -EINVAL for bad options; -ENOENT if
  *         the transport is unknown; -ETIMEDOUT if no member became NORMAL in
- *         time; -EBUSY if another writer holds the pool (see @c takeover);
+ *         time; -EHOSTUNREACH if the members that answered cannot show they
+ *         hold every acknowledged write (see @c open_without); -EBUSY if
+ *         another writer holds the pool (see @c takeover);
  *         -ESTALE if a newer writer fenced this one; -ENOMEM; another
  *         negative errno from the transport.
  */

@@ -692,10 +692,87 @@ static void on_reconcile_rsp(struct member *m, const struct rmr_msg *msg)
 		finish_open(c);
 }
 
+/*
+ * Whether the members heard from can show that together they hold every
+ * acknowledged write: every attached member answered, or one that did
+ * records each of the others as having missed writes (it was written to
+ * after they left, so they hold nothing it lacks). A member cannot tell by
+ * itself that it missed writes: only the others record it. Opened with such
+ * a member alone while they are away, a writer would serve its old bytes
+ * and make it the source they converge on, overwriting their newer ones.
+ * Members in opts.open_without are given up by the operator. @p absent:
+ * the attached members neither heard from nor given up.
+ */
+static bool open_proven(struct rmr_client *c, uint64_t *absent)
+{
+	uint64_t attached = 0;
+
+	*absent = 0;
+	if (c->proven)
+		return true;
+	if (!c->heard_ids)
+		return false;
+	for (unsigned i = 0; i < c->membership.n && i < RMR_MAX_MEMBERS; i++)
+		if (!c->membership.m[i].detached)
+			attached |= 1ull << c->membership.m[i].id;
+	*absent = attached & ~c->heard_ids & ~c->opts.open_without;
+	if (!*absent)
+		return c->proven = true;
+	for (unsigned i = 0; i < c->nmembers; i++) {
+		const struct member *m = &c->members[i];
+
+		if (m->hello_done && !(*absent & ~m->reported_missed)) {
+			log_notice("pool=%s member=%u addr=%s: records every member not heard from (0x%llx) as having missed writes: the open goes on without them",
+				   c->name, m->id, m->addr, (unsigned long long)*absent);
+			return c->proven = true;
+		}
+	}
+	return false;
+}
+
+/* Members as "member 3" or "members 1, 3". */
+static void ids_text(uint64_t ids, char *buf, size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, "member%s ", ids & (ids - 1) ? "s" : "");
+	bool first = true;
+
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID && n < len; id++) {
+		if (ids & (1ull << id)) {
+			n += (size_t)snprintf(buf + n, len - n, "%s%u", first ? "" : ", ", id);
+			first = false;
+		}
+	}
+}
+
 static void finish_open(struct rmr_client *c)
 {
 	bool busy = false;
+	uint64_t absent;
 
+	for (unsigned i = 0; i < c->nmembers; i++)
+		busy |= c->members[i].busy;
+	/* (Nobody heard from, or another writer: told as before.) */
+	if (!c->fenced && !busy && c->heard_ids && !open_proven(c, &absent)) {
+		char ids[192];
+
+		ids_text(absent, ids, sizeof(ids));
+		bool many = absent & (absent - 1);
+
+		log_err("pool=%s: not opened: no answer from %s, and no member that answered records %s as having missed writes: %s may hold writes the others lack. Start %s, or give %s up (rmr_client_opts.open_without, nbd-brmr --open-without)",
+			  c->name, ids, many ? "them" : "it", many ? "they" : "it",
+			  many ? "them" : "it", many ? "them" : "it");
+		for (unsigned i = 0; i < c->nmembers; i++)
+			if (c->members[i].hello_done)
+				snprintf(c->members[i].reason, sizeof(c->members[i].reason),
+					 "may lack writes of %.40s", ids);
+		pthread_mutex_lock(&c->state_lock);
+		c->opening = false;
+		c->open_done = true;
+		c->open_status = -EHOSTUNREACH;
+		pthread_cond_broadcast(&c->state_cond);
+		pthread_mutex_unlock(&c->state_lock);
+		return;
+	}
 	if (!c->fenced && open_reconcile(c))
 		return;
 	for (unsigned i = 0; i < c->nmembers; i++)
@@ -726,6 +803,8 @@ static void check_open_done(struct rmr_client *c)
 
 	if (!c->opening)
 		return;
+	uint64_t absent;
+
 	for (unsigned i = 0; i < c->nmembers; i++) {
 		if (!c->members[i].resolved)
 			return;
@@ -734,9 +813,10 @@ static void check_open_done(struct rmr_client *c)
 	/*
 	 * Every member failed once, none answered: members that are still
 	 * starting (or a loaded host) fail a first connect, so keep dialing
-	 * them until the open deadline rather than giving up now.
+	 * them until the open deadline rather than giving up now. The same
+	 * while those that answered cannot show they hold every write.
 	 */
-	if (!answered && !c->fenced)
+	if ((!answered || !open_proven(c, &absent)) && !c->fenced)
 		return;
 	finish_open(c);
 }
@@ -945,6 +1025,7 @@ static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
 	c->writer_epoch = RMR_MAX(c->writer_epoch, h.writer_epoch);
 	m->hello_done = true;
 	m->resolved = true;
+	c->heard_ids |= 1ull << m->id;
 	c->map_ver = RMR_MAX(c->map_ver, h.map_ver);
 	/* Every member's record of who missed writes counts, while it lasts. */
 	client_note_reported(m, h.missed);

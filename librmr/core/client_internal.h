@@ -181,6 +181,13 @@ struct rmr_client {
 	 */
 	bool reconciled;
 	/*
+	 * Open: the members heard from can show they hold every acknowledged
+	 * write (open_proven). Until then nobody is admitted, nothing is
+	 * reconciled; set once, for the client's life.
+	 */
+	bool proven;
+	uint64_t heard_ids;          /* members whose hello this client accepted */
+	/*
 	 * Members that may hold writes of ours that no map records: every copy
 	 * of such a write failed, or nobody was left to record who missed it
 	 * (client_note_unsettled). Before they serve again they converge on one

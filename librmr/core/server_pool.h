@@ -89,8 +89,9 @@ struct srv_pool {
 	void *al_buf;                /* one record */
 	uint64_t al_offset;          /* of the first record in the dirty-map area */
 	uint64_t al_reconciled_for;  /* writer that reconciled the entries of an older one */
-	/* writer.c: the holder before the last grant, restored if the new one leaves unused */
+	/* writer.c: the holder and epoch before the last grant, restored if the new one leaves unused */
 	uint64_t prev_holder;
+	uint64_t prev_epoch;
 	uint64_t fenced;             /* requests refused from writers that lost the epoch */
 
 	/* member-to-member sessions this member dials, by member id */

@@ -6,10 +6,12 @@
  * holds it (the holder), durably, in the activity log record. A client that
  * opens sends epoch 0: the member grants epoch+1 unless a session of the
  * holder is attached (-EBUSY: a second writer). A takeover grants
- * max(epoch, asked)+1 whatever the holder does. A client that reconnects sends the epoch it holds: a higher one
- * than the member's is adopted (it was granted elsewhere while this member
- * was away), an equal or lower one from anyone but the holder is refused
- * (-ESTALE: the writer was fenced). The old writer's sessions stay up: each
+ * max(epoch, asked)+1 whatever the holder does. A client that reconnects
+ * sends the epoch it holds: a higher one than the member's is adopted (it
+ * was granted elsewhere while this member was away), and so is an equal one
+ * whose holder here never wrote and is gone (two opens took the same number
+ * from different members); an equal or lower one from anyone else is
+ * refused (-ESTALE: the writer was fenced). The old writer's sessions stay up: each
  * of its requests is refused with -ESTALE before it touches anything, which
  * tells it that it was fenced. Its requests already in the store land
  * before the new writer hears its hello answer.
@@ -54,6 +56,15 @@ int writer_admit(struct srv_pool *p, const struct rmr_hello *h, uint64_t *grante
 	} else if (h->writer_epoch > al->writer_epoch) {
 		al->writer_epoch = h->writer_epoch;
 		how = "holds a newer epoch";
+	} else if (h->writer_epoch == al->writer_epoch && al->writer != al->holder &&
+		   !server_writer_attached(p, al->holder)) {
+		/*
+		 * Two opens took the same epoch number from different members
+		 * (one failed to open, and left without a goodbye that reached
+		 * here): the holder never wrote here and is gone, so nothing of
+		 * it is to fence.
+		 */
+		how = "holds the same epoch as a writer that left it unused";
 	} else {
 		p->fenced++;
 		log_warn("pool=%s member=%u: refusing writer %016llx: its epoch %llu is not newer than %llu of writer %016llx",
@@ -71,6 +82,7 @@ int writer_admit(struct srv_pool *p, const struct rmr_hello *h, uint64_t *grante
 	}
 	/* Only a plain open gives the epoch back if unused; a takeover never does. */
 	p->prev_holder = h->writer_epoch == 0 && !(h->flags & RMR_HELLO_TAKEOVER) ? old_holder : 0;
+	p->prev_epoch = old_epoch;
 	log_notice("pool=%s member=%u: writer %016llx %s: writer epoch %llu", p->name,
 		   p->params.member_id, (unsigned long long)h->incarnation, how,
 		   (unsigned long long)al->writer_epoch);
@@ -98,12 +110,16 @@ void writer_goodbye(struct srv_pool *p, const struct srv_session *sess)
 
 	/*
 	 * A writer that leaves without having written (an open refused by
-	 * another member) gives the epoch back to the one before, so that a
-	 * refused second writer never fences the first.
+	 * another member, or one that could not show the members it heard
+	 * from hold every write) gives the epoch back to the one before: a
+	 * refused second writer never fences the first, and the next writer
+	 * that opens elsewhere meanwhile is not refused here for an epoch
+	 * number that the one that left took.
 	 */
 	if (sess->incarnation != al->holder || al->writer == al->holder || !p->prev_holder)
 		return;
 	al->holder = p->prev_holder;
+	al->writer_epoch = p->prev_epoch;
 	p->prev_holder = 0;
 	if (pool_al_save(p) == 0)
 		log_info("pool=%s member=%u: writer %016llx left unused; writer %016llx holds epoch %llu again",

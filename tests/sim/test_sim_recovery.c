@@ -67,6 +67,7 @@ static struct {
 	uint8_t *maybe;              /* bytes of writes that failed: either value is right */
 	bool replace;                /* member_start: the store is a blank replacement */
 	bool patches;                /* write_some: half of the writes are patches */
+	uint64_t open_without;       /* the client's rmr_client_opts.open_without */
 	unsigned inflight;
 	uint64_t acked, failed;
 } w;
@@ -145,6 +146,7 @@ static int client_open_as(bool takeover, struct rmr_client **out)
 		.open_timeout_ms = 2000,
 		.min_legs = w.cfg.min_legs ? w.cfg.min_legs : 1,
 		.takeover = takeover,
+		.open_without = w.open_without,
 	};
 
 	for (unsigned i = 0; i < NMEMBERS; i++)
@@ -879,12 +881,19 @@ static void case_client_crash(void)
 	check_healed(0, 0);
 }
 
-/* The same, and member 3, the only one holding the in-flight writes, dies too. */
+/*
+ * The same, and member 3, the only one holding the in-flight writes, dies
+ * too. Members 1 and 2 cannot show that member 3 holds nothing newer (it
+ * missed nothing they know of): no open until the operator gives it up.
+ */
 static void case_client_and_member_crash(void)
 {
 	crash_client_mid_write(2);
 	member_kill(2);
+	ck_assert_int_eq(client_open_as(false, &w.c), -EHOSTUNREACH);
+	w.open_without = 1ull << 3;
 	client_open();
+	w.open_without = 0;
 	wait_state(0, RMR_MEMBER_NORMAL, 10000);
 	wait_state(1, RMR_MEMBER_NORMAL, 10000);
 	write_some(100);
@@ -1055,6 +1064,46 @@ static void case_two_writers(void)
 }
 
 /*
+ * Member 2 misses writes, the writer closes, members 1 and 3 stop and
+ * member 2 comes back first: it cannot tell it missed anything (only 1 and
+ * 3 record it), so a new writer must not open with it alone (it would serve
+ * its old bytes and, as the only member, be the source 1 and 3 converge
+ * on). With 1 and 3 back and 2 away again the open goes on: both record 2
+ * as having missed writes. Then 2 returns, takes the maps and copies.
+ */
+static void case_stale_member_alone(void)
+{
+	static uint8_t before[POOL_SIZE];
+	uint64_t dirty;
+
+	write_some(100);
+	member_kill(1);
+	memcpy(before, w.m[1].store.data, POOL_SIZE);
+	write_some(300);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	dirty = dirty_for(2, 0);
+	ck_assert_uint_gt(dirty, 0);
+	rmr_client_close(w.c);
+	w.c = NULL;
+	loop_sim_run(10 * MS); /* the goodbyes land: a clean close */
+	member_kill(0);
+	member_kill(2);
+	member_start(1, 0);
+	ck_assert_int_eq(client_open_as(false, &w.c), -EHOSTUNREACH);
+	ck_assert_ptr_null(w.c);
+	ck_assert_msg(!memcmp(before, w.m[1].store.data, POOL_SIZE),
+		      "seed %llu: the stale member's store changed", (unsigned long long)w.seed);
+	ck_assert_uint_eq(pool_status(1).writes, 0);
+
+	member_kill(1);
+	member_start(0, 0);
+	member_start(2, 0);
+	client_open();
+	member_start(1, 0);
+	check_healed(1, NCHUNKS); /* its own log of the writer it missed the goodbye of, too */
+}
+
+/*
  * min_legs 2 and two members down: writes fail, yet member 1 applied them
  * and recorded the other two as having missed them. Back, those two must
  * take the maps and copy the chunks, not serve their older bytes as
@@ -1131,6 +1180,7 @@ SIM_CASE(case_client_and_member_crash)
 SIM_CASE_WITH(case_torn_activity_log, .pool_size = POOL_SIZE, .chunk = CHUNK, .al_extent = CHUNK)
 SIM_CASE(case_two_writers)
 SIM_CASE(case_replace_member)
+SIM_CASE(case_stale_member_alone)
 SIM_CASE_WITH(case_min_legs_failed_writes, .pool_size = POOL_SIZE, .chunk = CHUNK, .min_legs = 2)
 
 /* The same seed gives the same run: same virtual time, same counters. */
@@ -1187,6 +1237,7 @@ int main(void)
 	tcase_add_test(tc, case_torn_activity_log_seeds);
 	tcase_add_test(tc, case_two_writers_seeds);
 	tcase_add_test(tc, case_replace_member_seeds);
+	tcase_add_test(tc, case_stale_member_alone_seeds);
 	tcase_add_test(tc, case_min_legs_failed_writes_seeds);
 	tcase_add_test(tc, same_seed_same_run);
 	suite_add_tcase(s, tc);

@@ -154,6 +154,14 @@ static void start_members(const uint8_t *k1, const uint8_t *k2, const uint8_t *k
 	member_start_as(2, 3, &pool_uuid, k3);
 }
 
+/*
+ * Member ids an open may go without (rmr_client_opts.open_without): a member
+ * that cannot prove the key is refused like one that is away, and an open
+ * waits for a member it did not hear from unless the others record it as
+ * having missed writes, or the operator gives it up.
+ */
+static uint64_t open_without;
+
 static int open_client(const uint8_t *key, const rmr_uuid *uuid, unsigned open_ms,
 		       struct rmr_client **out)
 {
@@ -172,6 +180,7 @@ static int open_client(const uint8_t *key, const rmr_uuid *uuid, unsigned open_m
 		.reconnect_max_ms = 200,
 		.open_timeout_ms = open_ms,
 		.key = key,
+		.open_without = open_without,
 	};
 
 	for (unsigned i = 0; i < NMEMBERS; i++)
@@ -347,7 +356,12 @@ START_TEST(keyed_client_refuses_member_without_the_key)
 
 	/* Member 3 holds another key: the client takes 1 and 2, refuses 3. */
 	start_members(key_a, key_a, key_b);
+	/* Refused, it is not heard from: without it given up, no open. */
+	ck_assert_int_eq(open_client(key_a, NULL, 800, &c), -EHOSTUNREACH);
+	ck_assert_ptr_null(c);
+	open_without = 1ull << 3;
 	ck_assert_int_eq(open_client(key_a, NULL, 3000, &c), 0);
+	open_without = 0;
 	for (int k = 0; k < POLLS && (normal_members(c, &refused) < 2 || refused < 1); k++)
 		usleep(10000);
 	ck_assert_uint_eq(normal_members(c, &refused), 2);
@@ -874,7 +888,7 @@ static void *open_thread(void *arg)
 {
 	struct open_call *oc = arg;
 
-	oc->ret = open_client(key_a, NULL, 3000, &oc->c);
+	oc->ret = open_client(key_a, NULL, 3000, &oc->c); /* open_without: the fake */
 	return NULL;
 }
 
@@ -899,12 +913,14 @@ START_TEST(client_checks_member_proof_first)
 	fake.tops = rmr_transport_find("mem");
 	ck_assert_int_eq(fake.tops->create(&tp, &fake_events, NULL, &fake.tp), 0);
 	ck_assert_int_eq(fake.tops->listen(fake.tp, members[2].addr), 0); /* "member 3" */
+	open_without = 1ull << 3;
 	ck_assert_int_eq(pthread_create(&th, NULL, open_thread, &oc), 0);
 	for (int k = 0; k < 1500; k++) {
 		fake.tops->progress(fake.tp);
 		usleep(1000);
 	}
 	pthread_join(th, NULL);
+	open_without = 0;
 	ck_assert_int_eq(oc.ret, 0);
 	ck_assert_int_ge(atomic_load(&fake.hellos), 1);
 	ck_assert_int_eq(atomic_load(&fake.auths), 0);
