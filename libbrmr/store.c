@@ -55,6 +55,9 @@ struct brmr_store {
 	atomic_bool fail_io;  /* brmr_store_inject_fault() */
 	store_done_fn done;
 	bool no_nowait;       /* reads cannot ask the page cache alone (RWF_NOWAIT) */
+	unsigned sb_slot;     /* the superblock slot that holds the newest copy */
+	atomic_bool data_lost; /* a write-back failed (SB_F_DATA_LOST): every request fails */
+	atomic_int fail_next_sync; /* store_fail_next_sync(): errno for the next sync */
 	atomic_uint_fast64_t worker_reads; /* reads the page cache did not hold */
 
 	/* Crash drill (store_crash_at): the metadata write that tears, and after it nothing. */
@@ -199,6 +202,44 @@ static int zero_range(int fd, uint64_t off, uint64_t len, bool punch)
 	return 0;
 }
 
+/* --- write-back failures ------------------------------------------------------------ */
+
+/*
+ * A write-back failed: pages the store acknowledged may never reach the
+ * disk, and Linux reports that once (to one fdatasync) and marks them clean,
+ * so a later flush passes and a read after eviction returns the old bytes.
+ * From now on every request fails (the client fails this member, and its
+ * store check keeps it out), and the superblock says so (best effort: the
+ * disk is failing), so that a restarted server refuses the store too.
+ */
+static void store_data_lost(struct brmr_store *s)
+{
+	struct superblock sb = s->sb;
+	struct sb_disk d;
+	unsigned slot = s->sb_slot ^ 1u;
+
+	if (atomic_exchange(&s->data_lost, true))
+		return;
+	sb.flags |= SB_F_DATA_LOST;
+	sb.sequence++;
+	superblock_encode(&sb, &d);
+	if (pwrite_full(s->fd, &d, sizeof(d), (uint64_t)slot * SB_SLOT_SIZE, true) == 0)
+		s->sb_slot = slot;
+}
+
+/* fdatasync, and a failure marks the store's data lost. @return 0 or -errno. */
+static int store_sync(struct brmr_store *s)
+{
+	int err = atomic_exchange(&s->fail_next_sync, 0);
+
+	if (!err && fdatasync(s->fd) < 0)
+		err = errno;
+	if (!err)
+		return 0;
+	store_data_lost(s);
+	return -err;
+}
+
 /*
  * Write a piece of metadata (a dirty-map block, a metadata blob). Under a
  * crash drill the chosen one lands only in part, as if power failed in the
@@ -207,6 +248,8 @@ static int zero_range(int fd, uint64_t off, uint64_t len, bool punch)
 static int meta_pwrite(struct brmr_store *s, const void *buf, size_t len, uint64_t off,
 		       bool dsync)
 {
+	int ret;
+
 	if (atomic_load(&s->crashed))
 		return -EIO;
 	if (s->crash_at && ++s->meta_writes == s->crash_at) {
@@ -219,7 +262,11 @@ static int meta_pwrite(struct brmr_store *s, const void *buf, size_t len, uint64
 	}
 	if (!s->crash_at)
 		s->meta_writes++;
-	return pwrite_full(s->fd, buf, len, off, dsync);
+	ret = pwrite_full(s->fd, buf, len, off, dsync);
+	/* Synchronous, it reports a write-back failure of any part of the file. */
+	if (ret < 0 && dsync)
+		store_data_lost(s);
+	return ret;
 }
 
 /* --- data requests ----------------------------------------------------------- */
@@ -243,6 +290,9 @@ static int data_write(struct brmr_store *s, uint64_t addr, const void *buf, size
 	ret = pwrite_full(s->fd, buf, len, s->sb.data_offset + addr, fua);
 	if (ret == 0)
 		store_mem_written(&s->mem, addr, len);
+	/* A synchronous write reports any write-back failure of the file. */
+	if (ret < 0 && fua)
+		store_data_lost(s);
 	return ret;
 }
 
@@ -266,7 +316,7 @@ static int store_check_io(const struct brmr_store *s, const struct rmr_store_io 
 	}
 	if (data_op ? (!io->data || io->data_len != io->len) : io->data_len != 0)
 		return -EINVAL;
-	if (atomic_load(&s->fail_io) || atomic_load(&s->crashed))
+	if (atomic_load(&s->fail_io) || atomic_load(&s->crashed) || atomic_load(&s->data_lost))
 		return -EIO;
 	return 0;
 }
@@ -286,13 +336,13 @@ static int store_do_io(struct brmr_store *s, const struct rmr_store_io *io)
 	case BRMR_OP_WRITE:
 		return data_write(s, io->addr, io->data, io->len, fua);
 	case BRMR_OP_FLUSH:
-		return fdatasync(s->fd) < 0 ? -errno : 0;
+		return store_sync(s);
 	case BRMR_OP_TRIM:
 	case BRMR_OP_WRITE_ZEROES:
 		store_mem_forget(&s->mem, io->addr, io->len);
 		ret = zero_range(s->fd, off, io->len, io->op == BRMR_OP_TRIM);
-		if (ret == 0 && fua && fdatasync(s->fd) < 0)
-			ret = -errno;
+		if (ret == 0 && fua)
+			ret = store_sync(s);
 		return ret;
 	default:
 		return -EOPNOTSUPP;
@@ -446,7 +496,7 @@ static int store_chunk_export(void *store, uint64_t addr, void *buf, uint32_t le
 
 	if (ret < 0 || !buf)
 		return ret < 0 ? ret : -EINVAL;
-	if (atomic_load(&s->fail_io))
+	if (atomic_load(&s->fail_io) || atomic_load(&s->data_lost))
 		return -EIO;
 	return data_read(s, addr, buf, len);
 }
@@ -460,7 +510,7 @@ static int store_chunk_import(void *store, uint64_t addr, const void *buf, uint3
 
 	if (ret < 0 || !buf)
 		return ret < 0 ? ret : -EINVAL;
-	if (atomic_load(&s->fail_io) || atomic_load(&s->crashed))
+	if (atomic_load(&s->fail_io) || atomic_load(&s->crashed) || atomic_load(&s->data_lost))
 		return -EIO;
 	return data_write(s, addr, buf, len, false);
 }
@@ -627,7 +677,10 @@ static int store_flush(void *store)
 {
 	struct brmr_store *s = store;
 
-	return fdatasync(s->fd) < 0 ? -errno : 0;
+	/* Once lost, lost: a later fdatasync passing proves nothing. */
+	if (atomic_load(&s->data_lost))
+		return -EIO;
+	return store_sync(s);
 }
 
 const struct rmr_store_ops store_ops = {
@@ -932,9 +985,10 @@ BRMR_EXPORT int brmr_store_open(const char *path, struct brmr_store **out, char 
 		     ret == -ENODEV ? "not a regular file or block device" : strerror(-ret));
 		goto err;
 	}
-	ret = superblock_load(s->fd, s->dev_size, &s->sb, NULL, why, whylen);
+	ret = superblock_load(s->fd, s->dev_size, &s->sb, &s->sb_slot, why, whylen);
 	if (ret < 0)
 		goto err;
+	atomic_store(&s->data_lost, (s->sb.flags & SB_F_DATA_LOST) != 0);
 	pthread_mutex_init(&s->meta_lock, NULL);
 	pthread_mutex_init(&s->q_lock, NULL);
 	pthread_cond_init(&s->q_cond, NULL);
@@ -984,6 +1038,7 @@ BRMR_EXPORT int brmr_store_info(struct brmr_store *s, struct brmr_store_info *ca
 	info->map_offset = s->sb.map_offset;
 	info->map_size = s->sb.map_size;
 	info->mapped = store_mem_mapped(&s->mem);
+	info->data_lost = atomic_load(&s->data_lost);
 	memcpy(caller, info, size);
 	return 0;
 }
@@ -1061,6 +1116,8 @@ BRMR_EXPORT int brmr_store_serve(struct brmr_store *s, struct rmr_server *srv,
 		return ret;
 	if (s->read_only)
 		return -EROFS;
+	if (atomic_load(&s->data_lost))
+		return -EIO;
 	/*
 	 * One server per store: a second one would apply writes that the first
 	 * does not know about and corrupt the pool's bookkeeping.
@@ -1105,6 +1162,11 @@ int store_map_memory(struct brmr_store *s)
 uint64_t store_mapped_ios(const struct brmr_store *s)
 {
 	return s->mem.mapped_ios;
+}
+
+void store_fail_next_sync(struct brmr_store *s, int err)
+{
+	atomic_store(&s->fail_next_sync, err);
 }
 
 uint64_t store_worker_reads(const struct brmr_store *s)

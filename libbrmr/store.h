@@ -34,6 +34,12 @@ int store_map_memory(struct brmr_store *s);
 /* Reads and writes served through the mapping so far. */
 uint64_t store_mapped_ios(const struct brmr_store *s);
 
+/*
+ * The store's next fdatasync fails with @p err (> 0) whatever the disk
+ * says, as a lost write-back is reported: once (tests).
+ */
+void store_fail_next_sync(struct brmr_store *s, int err);
+
 /* Reads the workers made (the page cache did not hold them, or FUA). */
 uint64_t store_worker_reads(const struct brmr_store *s);
 

@@ -145,10 +145,10 @@ int superblock_check(const struct superblock *sb, uint64_t dev_size, char *why,
 		return fail(-EPROTONOSUPPORT, why, whylen,
 			    "format version %" PRIu32 " not supported (this build reads %u)",
 			    sb->version, SB_VERSION);
-	if (sb->flags)
+	if (sb->flags & ~(uint64_t)SB_F_KNOWN)
 		return fail(-EPROTONOSUPPORT, why, whylen,
 			    "unknown flags 0x%" PRIx64 " (written by a newer version?)",
-			    sb->flags);
+			    sb->flags & ~(uint64_t)SB_F_KNOWN);
 	if (all_zero(sb->pool_uuid.b, sizeof(sb->pool_uuid.b)))
 		return fail(-EBADMSG, why, whylen, "pool uuid is all zero");
 	if (!superblock_name_valid(sb->pool_name))

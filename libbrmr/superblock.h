@@ -46,6 +46,15 @@ static inline uint64_t sb_le64_to_cpu(sb_le64 x) { return le64toh(x.v); }
 #define SB_META_SLOT_MIN (1u << 20)    /* smallest metadata slot (see format) */
 #define SB_MAP_ALIGN 4096u             /* map offset and size alignment */
 
+/*
+ * Superblock flags. SB_F_DATA_LOST: a write-back to the store failed, so
+ * bytes it acknowledged may be gone without a trace (the kernel reports
+ * such a failure once and then marks the pages clean): it is never served
+ * again; a replacement (brmr-server --replace) copies every chunk.
+ */
+#define SB_F_DATA_LOST 1u
+#define SB_F_KNOWN SB_F_DATA_LOST
+
 #define META_MAGIC "BRMRMETA"
 #define META_VERSION 1u
 #define META_HDR_SIZE 64u
@@ -72,7 +81,7 @@ struct sb_disk {
 	sb_le64 meta_offset;               /*  120 4 KiB aligned, >= 8192 */
 	sb_le64 meta_size;                 /*  128 two equal slots */
 	sb_le64 sequence;                  /*  136 >= 1; the higher slot wins */
-	sb_le64 flags;                     /*  144 none defined in version 1 */
+	sb_le64 flags;                     /*  144 SB_F_* */
 	sb_le64 map_offset;                /*  152 4 KiB aligned, after the metadata */
 	sb_le64 map_size;                  /*  160 4 KiB multiple, >= the pool's map area */
 	uint8_t reserved1[88];             /*  168 zero */

@@ -704,6 +704,8 @@ int main(int argc, char **argv)
 			dlog_pm(RMR_LOG_ERR, info.pool_name, info.member_id, "store %s: cannot serve: %s",
 				sv->path,
 				ret == -EBUSY ? "store is in use by another server (or listed twice)"
+				: info.data_lost
+					? "a write-back to it failed before: data it acknowledged may be lost; replace it (brmrctl replace-member, then brmr-server --replace)"
 				: ret == -EEXIST && cfg.replace
 					? "--replace: the store has served the pool before; a replacement must be a new store"
 					: strerror(-ret));

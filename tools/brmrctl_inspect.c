@@ -91,10 +91,12 @@ int cmd_inspect(int argc, char **argv)
 		       ",\"pool_size\":%" PRIu64 ",\"chunk_size\":%" PRIu32 ",\"member_id\":%u"
 		       ",\"data_offset\":%" PRIu64 ",\"meta_offset\":%" PRIu64
 		       ",\"meta_size\":%" PRIu64 ",\"map_offset\":%" PRIu64
-		       ",\"map_size\":%" PRIu64 ",\"sequence\":%" PRIu64 ",\"members\":[",
+		       ",\"map_size\":%" PRIu64 ",\"sequence\":%" PRIu64
+		       ",\"data_lost\":%s,\"members\":[",
 		       info.format_version, info.pool_name, uuid, info.pool_size, info.chunk_size,
 		       info.member_id, info.data_offset, info.meta_offset, info.meta_size,
-		       info.map_offset, info.map_size, info.sequence);
+		       info.map_offset, info.map_size, info.sequence,
+		       info.data_lost ? "true" : "false");
 		for (int i = 0; i < n; i++) {
 			printf("%s{\"id\":%u,\"addr\":", i ? "," : "", members[i].id);
 			json_string(members[i].addr);
@@ -115,6 +117,8 @@ int cmd_inspect(int argc, char **argv)
 		printf("map_offset %" PRIu64 "\n", info.map_offset);
 		printf("map_size %" PRIu64 "\n", info.map_size);
 		printf("sequence %" PRIu64 "\n", info.sequence);
+		printf("data_lost %s\n", info.data_lost ?
+		       "yes (a write-back failed: not served again; replace the store)" : "no");
 		printf("members %d\n", n);
 		for (int i = 0; i < n; i++)
 			printf("member %u %s\n", members[i].id, members[i].addr);

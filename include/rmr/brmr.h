@@ -186,6 +186,12 @@ struct brmr_store_info {
 	uint64_t map_size;            /**< bytes in the dirty-map area */
 	/** served: its data area is mapped (a store on tmpfs; see brmr_serve_opts.no_mmap) */
 	bool mapped;
+	/**
+	 * A write-back to the store failed: data it acknowledged may be lost,
+	 * so it is not served again (brmr_store_serve() fails with -EIO);
+	 * replace it (brmr-server --replace onto a new store).
+	 */
+	bool data_lost;
 };
 
 /**

@@ -1079,6 +1079,75 @@ START_TEST(test_disk_reads_on_workers)
 }
 END_TEST
 
+/*
+ * A failed write-back (reported once, as Linux does) marks the store's data
+ * lost for good: every later request and flush fails although the disk now
+ * answers, the superblock says so, and the store is not served again after
+ * a restart; brmrctl inspect (brmr_store_info) tells. A fresh format clears it.
+ */
+START_TEST(test_writeback_failure_is_sticky)
+{
+	struct rmr_server_opts so = { .size = sizeof(so), .transport = "mem",
+				      .listen_addr = "sb-lost" };
+	struct brmr_store_info info = { .size = sizeof(info) };
+	static uint8_t buf[4096], back[4096];
+	struct rmr_server_pool *pool = NULL;
+	struct rmr_server *srv;
+	struct brmr_store *s;
+	uint64_t seq;
+
+	rmr_log_set_sink(NULL, NULL, RMR_LOG_ERR);
+	format_store(SMALL_POOL);
+	s = open_ok();
+	ck_assert_int_eq(store_workers_start(s), 0);
+	brmr_store_info(s, &info);
+	ck_assert(!info.data_lost);
+	seq = info.sequence;
+	memset(buf, 0x5a, sizeof(buf));
+	ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, 0, 0, sizeof(buf), buf), 0);
+
+	store_fail_next_sync(s, EIO);
+	ck_assert_int_eq(do_io(s, BRMR_OP_FLUSH, 0, 0, 0, NULL), -EIO);
+	/* The disk answers again; the store does not. */
+	ck_assert_int_eq(do_io(s, BRMR_OP_FLUSH, 0, 0, 0, NULL), -EIO);
+	ck_assert_int_eq(store_ops.flush(s), -EIO);
+	ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, 0, 4096, sizeof(buf), buf), -EIO);
+	ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, 0, sizeof(back), back), -EIO);
+	ck_assert_int_eq(store_ops.chunk_export(s, 0, back, sizeof(back)), -EIO);
+	ck_assert_int_eq(store_ops.chunk_import(s, 0, buf, sizeof(buf)), -EIO);
+	brmr_store_info(s, &info);
+	ck_assert(info.data_lost);
+	brmr_store_close(s);
+
+	/* Restarted: the superblock (a newer copy in the other slot) says so. */
+	s = open_ok();
+	brmr_store_info(s, &info);
+	ck_assert(info.data_lost);
+	ck_assert_uint_eq(info.sequence, seq + 1);
+	ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, 0, sizeof(back), back), -EIO);
+	ck_assert_int_eq(rmr_server_create(&so, &srv), 0);
+	ck_assert_int_eq(brmr_store_serve(s, srv, NULL, &pool), -EIO);
+	ck_assert_ptr_null(pool);
+	rmr_server_destroy(srv);
+	brmr_store_close(s);
+
+	/* A FUA write that fails marks it too (its sync reports any write-back). */
+	ck_assert_int_eq(unlink(path), 0);
+	format_store(SMALL_POOL);
+	s = open_ok();
+	brmr_store_info(s, &info);
+	ck_assert(!info.data_lost);
+	ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, 0, sizeof(back), back), 0);
+	ck_assert_int_eq(store_workers_start(s), 0);
+	store_fail_next_sync(s, ENOSPC);
+	ck_assert_int_eq(do_io(s, BRMR_OP_TRIM, BRMR_F_FUA, 0, 4096, NULL), -ENOSPC);
+	ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, 0, 0, sizeof(buf), buf), -EIO);
+	brmr_store_info(s, &info);
+	ck_assert(info.data_lost);
+	brmr_store_close(s);
+}
+END_TEST
+
 START_TEST(test_short_last_chunk)
 {
 	const uint64_t pool = 3 * 128 * 1024 + 8192;
@@ -1579,6 +1648,7 @@ static Suite *superblock_suite(void)
 	tcase_add_test(tc, test_format_bad_params);
 	tcase_add_test(tc, test_large_store_io);
 	tcase_add_test(tc, test_disk_reads_on_workers);
+	tcase_add_test(tc, test_writeback_failure_is_sticky);
 	tcase_add_test(tc, test_short_last_chunk);
 	tcase_add_test(tc, test_meta_round_trip);
 	tcase_add_test(tc, test_meta_torn_save);
