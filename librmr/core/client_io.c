@@ -90,8 +90,12 @@ int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned fla
 	if ((io->kind != RMR_IO_READ && io->kind != RMR_IO_WRITE) || !io->cb ||
 	    io->iovcnt > RMR_MAX_IOV || (io->iovcnt && !io->iov) || (flags & ~RMR_SUBMIT_WAIT))
 		return -EINVAL;
-	for (unsigned i = 0; i < io->iovcnt; i++)
+	for (unsigned i = 0; i < io->iovcnt; i++) {
+		/* Lengths that wrap the sum around would pass every check below. */
+		if (io->iov[i].iov_len > UINT32_MAX)
+			return -EINVAL;
 		data_len += io->iov[i].iov_len;
+	}
 	if (io->flags & ~(uint32_t)RMR_IO_PATCH)
 		return -EINVAL;
 	/* A patch is a change inside its range: data of its own length, never none. */

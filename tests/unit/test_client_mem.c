@@ -591,6 +591,16 @@ START_TEST(bad_requests_are_refused_without_callback)
 	ck_assert_int_eq(rmr_client_submit(c, &io, 0), -EINVAL); /* read without buffer */
 	io.kind = 7;
 	ck_assert_int_eq(rmr_client_submit(c, &io, 0), -EINVAL);
+	{
+		/* Lengths whose sum wraps around to io.len: refused, nothing copied. */
+		struct iovec wrap[2] = { { buf, 8192 }, { buf, SIZE_MAX - 4095 } };
+
+		io.kind = RMR_IO_WRITE;
+		io.iov = wrap;
+		io.iovcnt = 2;
+		io.len = 4096;
+		ck_assert_int_eq(rmr_client_submit(c, &io, 0), -EINVAL);
+	}
 	rmr_client_close(c);
 	ck_assert_int_eq(w.calls, 0);
 }
