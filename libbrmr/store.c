@@ -227,6 +227,26 @@ static void store_data_lost(struct brmr_store *s)
 		s->sb_slot = slot;
 }
 
+/*
+ * Write @p buf at @p off durably: first a plain write (its failure, say
+ * ENOSPC into a hole, loses nothing: the write is refused), then the same
+ * bytes again synchronously (RWF_DSYNC: that range alone), whose failure is
+ * a write-back failure, which may be of any part of the file.
+ */
+static int write_durable(struct brmr_store *s, const void *buf, size_t len, uint64_t off)
+{
+	int ret = pwrite_full(s->fd, buf, len, off, false);
+	int err;
+
+	if (ret < 0)
+		return ret;
+	err = atomic_exchange(&s->fail_next_sync, 0);
+	ret = err ? -err : pwrite_full(s->fd, buf, len, off, true);
+	if (ret < 0)
+		store_data_lost(s);
+	return ret;
+}
+
 /* fdatasync, and a failure marks the store's data lost. @return 0 or -errno. */
 static int store_sync(struct brmr_store *s)
 {
@@ -248,8 +268,6 @@ static int store_sync(struct brmr_store *s)
 static int meta_pwrite(struct brmr_store *s, const void *buf, size_t len, uint64_t off,
 		       bool dsync)
 {
-	int ret;
-
 	if (atomic_load(&s->crashed))
 		return -EIO;
 	if (s->crash_at && ++s->meta_writes == s->crash_at) {
@@ -262,11 +280,7 @@ static int meta_pwrite(struct brmr_store *s, const void *buf, size_t len, uint64
 	}
 	if (!s->crash_at)
 		s->meta_writes++;
-	ret = pwrite_full(s->fd, buf, len, off, dsync);
-	/* Synchronous, it reports a write-back failure of any part of the file. */
-	if (ret < 0 && dsync)
-		store_data_lost(s);
-	return ret;
+	return dsync ? write_durable(s, buf, len, off) : pwrite_full(s->fd, buf, len, off, false);
 }
 
 /* --- data requests ----------------------------------------------------------- */
@@ -287,12 +301,10 @@ static int data_write(struct brmr_store *s, uint64_t addr, const void *buf, size
 	/* A mapped store is on tmpfs: there is nothing to make durable for FUA. */
 	if (store_mem_write(&s->mem, addr, buf, len))
 		return 0;
-	ret = pwrite_full(s->fd, buf, len, s->sb.data_offset + addr, fua);
+	ret = fua ? write_durable(s, buf, len, s->sb.data_offset + addr)
+		  : pwrite_full(s->fd, buf, len, s->sb.data_offset + addr, false);
 	if (ret == 0)
 		store_mem_written(&s->mem, addr, len);
-	/* A synchronous write reports any write-back failure of the file. */
-	if (ret < 0 && fua)
-		store_data_lost(s);
 	return ret;
 }
 

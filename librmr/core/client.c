@@ -693,15 +693,15 @@ static void on_reconcile_rsp(struct member *m, const struct rmr_msg *msg)
 }
 
 /*
- * Whether the members heard from can show that together they hold every
- * acknowledged write: every attached member answered, or one that did
- * records each of the others as having missed writes (it was written to
- * after they left, so they hold nothing it lacks). A member cannot tell by
- * itself that it missed writes: only the others record it. Opened with such
- * a member alone while they are away, a writer would serve its old bytes
- * and make it the source they converge on, overwriting their newer ones.
- * Members in opts.open_without are given up by the operator. @p absent:
- * the attached members neither heard from nor given up.
+ * Whether the members heard from together hold every acknowledged write:
+ * only when every attached member answered. A member cannot tell by itself
+ * that it missed writes (only the others record it), and a record of the
+ * others proves nothing either: it may be one they emptied while this
+ * member was away, after which they took writes it lacks. Opened with such
+ * a member while they are away, a writer would serve its old bytes and make
+ * it the source they converge on, overwriting their newer ones. Members in
+ * opts.open_without are given up by the operator. @p absent: the attached
+ * members neither heard from nor given up.
  */
 static bool open_proven(struct rmr_client *c, uint64_t *absent)
 {
@@ -716,18 +716,12 @@ static bool open_proven(struct rmr_client *c, uint64_t *absent)
 		if (!c->membership.m[i].detached)
 			attached |= 1ull << c->membership.m[i].id;
 	*absent = attached & ~c->heard_ids & ~c->opts.open_without;
-	if (!*absent)
-		return c->proven = true;
-	for (unsigned i = 0; i < c->nmembers; i++) {
-		const struct member *m = &c->members[i];
-
-		if (m->hello_done && !(*absent & ~m->reported_missed)) {
-			log_notice("pool=%s member=%u addr=%s: records every member not heard from (0x%llx) as having missed writes: the open goes on without them",
-				   c->name, m->id, m->addr, (unsigned long long)*absent);
-			return c->proven = true;
-		}
-	}
-	return false;
+	if (*absent)
+		return false;
+	if (c->opts.open_without & attached & ~c->heard_ids)
+		log_warn("pool=%s: opening without members 0x%llx, given up: writes only they held are lost",
+			 c->name, (unsigned long long)(c->opts.open_without & attached & ~c->heard_ids));
+	return c->proven = true;
 }
 
 /* Members as "member 3" or "members 1, 3". */
@@ -744,6 +738,17 @@ static void ids_text(uint64_t ids, char *buf, size_t len)
 	}
 }
 
+/* Members are on their way to NORMAL: a gather, a settling or map pulls run. */
+static bool open_converging(const struct rmr_client *c)
+{
+	if (c->gatherer || c->settling)
+		return true;
+	for (unsigned i = 0; i < c->nmembers; i++)
+		if (c->members[i].want_pull || c->members[i].pulling || c->members[i].reconciling)
+			return true;
+	return false;
+}
+
 static void finish_open(struct rmr_client *c)
 {
 	bool busy = false;
@@ -758,9 +763,8 @@ static void finish_open(struct rmr_client *c)
 		ids_text(absent, ids, sizeof(ids));
 		bool many = absent & (absent - 1);
 
-		log_err("pool=%s: not opened: no answer from %s, and no member that answered records %s as having missed writes: %s may hold writes the others lack. Start %s, or give %s up (rmr_client_opts.open_without, nbd-brmr --open-without)",
-			  c->name, ids, many ? "them" : "it", many ? "they" : "it",
-			  many ? "them" : "it", many ? "them" : "it");
+		log_err("pool=%s: not opened: no answer from %s, which may hold writes the others lack (a member cannot tell by itself that it missed any). Start %s, or give %s up (rmr_client_opts.open_without, nbd-brmr --open-without)",
+			  c->name, ids, many ? "them" : "it", many ? "them" : "it");
 		for (unsigned i = 0; i < c->nmembers; i++)
 			if (c->members[i].hello_done)
 				snprintf(c->members[i].reason, sizeof(c->members[i].reason),
@@ -779,6 +783,16 @@ static void finish_open(struct rmr_client *c)
 		member_admit(&c->members[i]);
 	for (unsigned i = 0; i < c->nmembers; i++)
 		busy |= c->members[i].busy;
+	/*
+	 * Every member missed something: one takes the others' maps first (a
+	 * gather), or one settles. The open waits for it, up to its deadline
+	 * (client_tick looks again), rather than fail a pool that converges.
+	 */
+	if (!c->fenced && !busy && !client_normal_count(c) && open_converging(c) &&
+	    loop_now(c->loop) < c->open_deadline) {
+		c->open_admitted = true;
+		return;
+	}
 	pthread_mutex_lock(&c->state_lock);
 	c->opening = false;
 	c->open_done = true;
@@ -801,8 +815,8 @@ static void check_open_done(struct rmr_client *c)
 {
 	bool answered = false;
 
-	if (!c->opening)
-		return;
+	if (!c->opening || c->open_admitted)
+		return; /* (admitted: client_tick ends the open once one is NORMAL) */
 	uint64_t absent;
 
 	for (unsigned i = 0; i < c->nmembers; i++) {
@@ -1299,7 +1313,8 @@ static void client_tick(void *ctx, uint64_t now)
 	if (settle_due && !c->settling)
 		admit_waiting(c);
 	client_membership_step(c, now);
-	if (c->opening && now >= c->open_deadline)
+	if (c->opening && (now >= c->open_deadline ||
+			   (c->open_admitted && (client_normal_count(c) || !open_converging(c)))))
 		finish_open(c);
 }
 

@@ -50,6 +50,7 @@ struct slot {
 	uint32_t data_len;       /* bytes in iov */
 	uint64_t legs_mask;      /* member indexes addressed in this phase */
 	uint64_t ok_mask;        /* member indexes that applied the write */
+	bool applied;            /* some member applied the write (whatever became of its MAP_ADD) */
 	uint64_t failed_mask;    /* member indexes that failed it */
 	uint64_t tried_mask;     /* read: member indexes tried */
 	uint64_t missed_ids;     /* write: member ids recorded as missing it */
@@ -187,6 +188,7 @@ struct rmr_client {
 	 */
 	bool proven;
 	uint64_t heard_ids;          /* members whose hello this client accepted */
+	bool open_admitted;          /* the open admitted members and waits for one to be NORMAL */
 	/*
 	 * Members that may hold writes of ours that no map records: every copy
 	 * of such a write failed, or nobody was left to record who missed it

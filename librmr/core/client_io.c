@@ -151,6 +151,7 @@ int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned fla
 	s->io.iov = s->iov;
 	s->data_len = (uint32_t)data_len;
 	s->legs_mask = s->ok_mask = s->failed_mask = s->tried_mask = s->missed_ids = 0;
+	s->applied = false;
 	s->holder_ids = s->missed_counted = 0;
 	s->first_err = 0;
 	s->first_answer = 0;
@@ -226,10 +227,11 @@ static void complete(struct rmr_client *c, struct slot *s, int status)
 	if (was_write) {
 		/*
 		 * A write some member applied and failed anyway (fewer than
-		 * min_legs did) was missed all the same by the others, and
-		 * the members that applied it recorded so.
+		 * min_legs did, or its MAP_ADD went nowhere) was missed all
+		 * the same by the others: they take the maps before they
+		 * serve (and converge as unsettled where nobody recorded it).
 		 */
-		client_write_missed_done(c, s, status == 0 || s->ok_mask);
+		client_write_missed_done(c, s, status == 0 || s->applied);
 		ready = write_finished(c, s);
 	}
 	idle = release_slot(c, s);
@@ -600,6 +602,8 @@ static void finish_write_phase(struct rmr_client *c, struct slot *s)
 			member_fail(m, "write failed on member");
 	}
 	s->ok_mask = ok;
+	if (ok && s->phase != SLOT_MAP_ADD)
+		s->applied = true;
 
 	if (s->phase == SLOT_MAP_ADD) {
 		if (!nok)

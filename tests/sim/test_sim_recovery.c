@@ -1068,8 +1068,9 @@ static void case_two_writers(void)
  * member 2 comes back first: it cannot tell it missed anything (only 1 and
  * 3 record it), so a new writer must not open with it alone (it would serve
  * its old bytes and, as the only member, be the source 1 and 3 converge
- * on). With 1 and 3 back and 2 away again the open goes on: both record 2
- * as having missed writes. Then 2 returns, takes the maps and copies.
+ * on). With 1 and 3 back and 2 away again the open waits for 2 too (their
+ * records of it prove nothing by themselves: see case_mutual_records)
+ * until the operator gives 2 up. Then 2 returns, takes the maps and copies.
  */
 static void case_stale_member_alone(void)
 {
@@ -1098,9 +1099,67 @@ static void case_stale_member_alone(void)
 	member_kill(1);
 	member_start(0, 0);
 	member_start(2, 0);
+	ck_assert_int_eq(client_open_as(false, &w.c), -EHOSTUNREACH);
+	w.open_without = 1ull << 2;
 	client_open();
+	w.open_without = 0;
 	member_start(1, 0);
 	check_healed(1, NCHUNKS); /* its own log of the writer it missed the goodbye of, too */
+}
+
+/*
+ * Records both ways: members 2 and 3 miss writes that member 1 takes alone,
+ * come back and take the maps from 1, but 1 dies before they copied (their
+ * resync paused), so 1's records of them stay. Writes go on to 2 and 3,
+ * which record 1. Everything stops and 1 comes back alone: its records name
+ * both others, yet it is the stale one. No open with it alone; with all
+ * three back the pool opens and converges on every acknowledged write.
+ */
+static void case_mutual_records(void)
+{
+	const uint64_t half = POOL_SIZE / 2;
+
+	write_some(50);
+	member_kill(1);
+	member_kill(2);
+	for (unsigned k = 0; k < 40; k++) {
+		submit_write_at((rnd() % (half / BLK - 16)) * BLK, 4 * BLK);
+		if (k % 10 == 9)
+			settle();
+	}
+	settle();
+	ck_assert_uint_eq(w.failed, 0);
+	ck_assert_uint_gt(dirty_for(2, 0), 0);
+	ck_assert_uint_gt(dirty_for(3, 0), 0);
+	member_start(1, 0);
+	ck_assert_int_eq(rmr_server_resync_pause(w.m[1].pool, true), 0);
+	member_start(2, 0);
+	ck_assert_int_eq(rmr_server_resync_pause(w.m[2].pool, true), 0);
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	wait_state(2, RMR_MEMBER_NORMAL, 10000);
+	member_kill(0);
+	for (unsigned k = 0; k < 40; k++) {
+		submit_write_at(half + (rnd() % (half / BLK - 16)) * BLK, 4 * BLK);
+		if (k % 10 == 9)
+			settle();
+	}
+	settle();
+	ck_assert_uint_eq(w.failed, 0);
+	ck_assert_uint_gt(dirty_for(1, 1), 0);
+	rmr_client_close(w.c);
+	w.c = NULL;
+	loop_sim_run(10 * MS);
+	member_kill(1);
+	member_kill(2);
+	member_start(0, 0);
+	ck_assert_uint_gt(pool_status(0).dirty_chunks[2] + pool_status(0).dirty_chunks[3], 0);
+	ck_assert_int_eq(client_open_as(false, &w.c), -EHOSTUNREACH);
+	ck_assert_ptr_null(w.c);
+
+	member_start(1, 0);
+	member_start(2, 0);
+	client_open();
+	check_converged();
 }
 
 /*
@@ -1181,6 +1240,7 @@ SIM_CASE_WITH(case_torn_activity_log, .pool_size = POOL_SIZE, .chunk = CHUNK, .a
 SIM_CASE(case_two_writers)
 SIM_CASE(case_replace_member)
 SIM_CASE(case_stale_member_alone)
+SIM_CASE(case_mutual_records)
 SIM_CASE_WITH(case_min_legs_failed_writes, .pool_size = POOL_SIZE, .chunk = CHUNK, .min_legs = 2)
 
 /* The same seed gives the same run: same virtual time, same counters. */
@@ -1238,6 +1298,7 @@ int main(void)
 	tcase_add_test(tc, case_two_writers_seeds);
 	tcase_add_test(tc, case_replace_member_seeds);
 	tcase_add_test(tc, case_stale_member_alone_seeds);
+	tcase_add_test(tc, case_mutual_records_seeds);
 	tcase_add_test(tc, case_min_legs_failed_writes_seeds);
 	tcase_add_test(tc, same_seed_same_run);
 	suite_add_tcase(s, tc);

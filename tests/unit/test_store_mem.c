@@ -580,6 +580,32 @@ static int full_tmpfs_child(void)
 	if (io(s, BRMR_OP_READ, 0, 4096, back) != 0 || memcmp(back, buf, 4096))
 		return 6;
 	brmr_store_close(s);
+	/*
+	 * Unmapped, a FUA write into a hole is refused for space at its write:
+	 * nothing was lost, so the store is not marked (data_lost would keep
+	 * every member of a full file system out for good).
+	 */
+	if (brmr_store_open(path, &s, NULL, 0) < 0)
+		return 2;
+	store_set_done(s, done);
+	{
+		struct rmr_store_io r = {
+			.kind = RMR_IO_WRITE, .op = BRMR_OP_WRITE, .op_flags = BRMR_F_FUA,
+			.addr = 15 * MiB, .len = PIECE, .data = buf, .data_len = PIECE,
+		};
+		struct brmr_store_info info = { .size = sizeof(info) };
+		int st;
+
+		pthread_mutex_lock(&done_lock);
+		st = (int)completions;
+		pthread_mutex_unlock(&done_lock);
+		store_ops.io(s, &r); /* no workers: it runs here */
+		if ((int)completions != st + 1 || last_status != -ENOSPC)
+			return 7;
+		if (brmr_store_info(s, &info) < 0 || info.data_lost)
+			return 8;
+	}
+	brmr_store_close(s);
 	return 0;
 }
 

@@ -1131,20 +1131,29 @@ START_TEST(test_writeback_failure_is_sticky)
 	rmr_server_destroy(srv);
 	brmr_store_close(s);
 
-	/* A FUA write that fails marks it too (its sync reports any write-back). */
-	ck_assert_int_eq(unlink(path), 0);
-	format_store(SMALL_POOL);
-	s = open_ok();
-	brmr_store_info(s, &info);
-	ck_assert(!info.data_lost);
-	ck_assert_int_eq(do_io(s, BRMR_OP_READ, 0, 0, sizeof(back), back), 0);
-	ck_assert_int_eq(store_workers_start(s), 0);
-	store_fail_next_sync(s, ENOSPC);
-	ck_assert_int_eq(do_io(s, BRMR_OP_TRIM, BRMR_F_FUA, 0, 4096, NULL), -ENOSPC);
-	ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, 0, 0, sizeof(buf), buf), -EIO);
-	brmr_store_info(s, &info);
-	ck_assert(info.data_lost);
-	brmr_store_close(s);
+	/* Every synchronous path marks it: a FUA write's sync, a FUA trim's,
+	 * a metadata save's (each reports a write-back failure of the file). */
+	for (unsigned how = 0; how < 3; how++) {
+		static const char blob[] = "meta";
+
+		ck_assert_int_eq(unlink(path), 0);
+		format_store(SMALL_POOL);
+		s = open_ok();
+		brmr_store_info(s, &info);
+		ck_assert(!info.data_lost);
+		ck_assert_int_eq(store_workers_start(s), 0);
+		store_fail_next_sync(s, how == 1 ? ENOSPC : EIO);
+		if (how == 0)
+			ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, BRMR_F_FUA, 0, sizeof(buf), buf), -EIO);
+		else if (how == 1)
+			ck_assert_int_eq(do_io(s, BRMR_OP_TRIM, BRMR_F_FUA, 0, 4096, NULL), -ENOSPC);
+		else
+			ck_assert_int_eq(store_ops.meta_save(s, blob, sizeof(blob)), -EIO);
+		ck_assert_int_eq(do_io(s, BRMR_OP_WRITE, 0, 0, sizeof(buf), buf), -EIO);
+		brmr_store_info(s, &info);
+		ck_assert_msg(info.data_lost, "path %u did not mark the store", how);
+		brmr_store_close(s);
+	}
 }
 END_TEST
 
