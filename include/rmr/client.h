@@ -101,8 +101,7 @@ struct rmr_client_opts {
 	unsigned poll_us;
 	/**
 	 * Member ids (bit n = id n) the open may go without. An open goes on
-	 * once every member answered, or one that answered records every one
-	 * that did not as having missed writes; otherwise it waits for them
+	 * once every attached member answered; otherwise it waits for them
 	 * (up to @c open_timeout_ms, then fails with -EHOSTUNREACH): a member
 	 * cannot tell by itself that it missed writes, and one that did must
 	 * not serve, nor be the source the others converge on. Naming a member
