@@ -3,19 +3,43 @@
 #include "control_line.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
-/* Read up to the first line end (or end-of-stream). @return 0, or -1 on an error. */
-static int read_line(int fd, char *line, size_t size)
+static uint64_t now_ms(void)
 {
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * Read up to the first line end (or end-of-stream), within @p timeout_ms
+ * for the whole line: a client that sends a byte now and then must not hold
+ * the caller (the daemon's main thread) for longer than one command may
+ * take. @return 0, or -1 on an error or when the time is up.
+ */
+static int read_line(int fd, char *line, size_t size, unsigned timeout_ms)
+{
+	uint64_t deadline = now_ms() + timeout_ms;
 	size_t n = 0;
 
 	while (n + 1 < size) {
-		ssize_t r = recv(fd, line + n, size - 1 - n, 0);
+		ssize_t r;
+		uint64_t now = now_ms();
+		struct timeval left;
 
+		if (now >= deadline)
+			return -1;
+		left.tv_sec = (time_t)((deadline - now) / 1000);
+		left.tv_usec = (suseconds_t)((deadline - now) % 1000 * 1000);
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &left, sizeof(left));
+		r = recv(fd, line + n, size - 1 - n, 0);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
@@ -48,7 +72,7 @@ int control_accept_line(int lfd, unsigned timeout_ms, char *line, size_t size)
 		return -1;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (size == 0 || read_line(fd, line, size) < 0) {
+	if (size == 0 || read_line(fd, line, size, timeout_ms) < 0) {
 		close(fd);
 		return -1;
 	}

@@ -11,10 +11,10 @@
 #include <stddef.h>
 
 /*
- * Accept one client on the listening socket @p lfd, set its receive and send
- * timeouts to @p timeout_ms, and read its command into @p line (@p size
- * bytes): up to the first line end or end-of-stream, without the line end or
- * trailing blanks. @return the connected socket (the caller answers on it
+ * Accept one client on the listening socket @p lfd, and read its command
+ * into @p line (@p size bytes) within @p timeout_ms for the whole line (also
+ * its send timeout): up to the first line end or end-of-stream, without the
+ * line end or trailing blanks. @return the connected socket (the caller answers on it
  * and closes it), or -1 if no client or no usable line came.
  */
 int control_accept_line(int lfd, unsigned timeout_ms, char *line, size_t size);

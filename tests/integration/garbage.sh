@@ -91,6 +91,33 @@ all_alive || fail "a process died from garbage at member 1 or a control socket"
 "$POOL" wait --dir "$PDIR" --state normal --timeout 15 ||
 	fail "members are not all NORMAL after the garbage"
 
+# A control client that trickles a byte at a time, never a line end: the
+# daemon reads one command line within its control timeout (1-2 s), so it
+# answers a status while the trickler still trickles (it did not, when
+# each byte restarted the timeout: 255 bytes took minutes).
+log "a trickling control client does not hold nbd-brmr or a member"
+for ctl in client.ctl m1.ctl; do
+	"$PY" -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+end = time.monotonic() + 40
+while time.monotonic() < end:
+    try:
+        s.send(b"s")
+    except OSError:
+        pass
+    time.sleep(0.3)
+' "$PDIR/$ctl" &
+	trickler=$!
+	sleep 1
+	"$BRMRCTL" status --socket "$PDIR/$ctl" >"$WORK/trickle-status.out" 2>&1 ||
+		fail "status through $ctl failed while a client trickled: $(cat "$WORK/trickle-status.out")"
+	pid_alive "$trickler" || fail "the trickler ended before the status came back: the test would prove nothing"
+	kill "$trickler" 2>/dev/null
+	wait "$trickler" 2>/dev/null || true
+done
+
 log "nbd_malformed.py against nbd-brmr's socket"
 "$PY" "$MALFORMED" --socket "$PDIR/nbd.sock" || fail "nbd_malformed.py failed"
 all_alive || fail "a process died from malformed NBD traffic"
