@@ -685,6 +685,13 @@ out:
 	return ret;
 }
 
+static int store_health(void *store)
+{
+	struct brmr_store *s = store;
+
+	return atomic_load(&s->data_lost) ? -EIO : 0;
+}
+
 static int store_flush(void *store)
 {
 	struct brmr_store *s = store;
@@ -703,6 +710,7 @@ const struct rmr_store_ops store_ops = {
 	.meta_load = store_meta_load,
 	.meta_save = store_meta_save,
 	.flush = store_flush,
+	.health = store_health,
 	.map_read = store_map_read,
 	.map_write = store_map_write,
 };

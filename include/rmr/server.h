@@ -111,6 +111,14 @@ struct rmr_store_ops {
 	 * block either old or new. @return 0 or -errno.
 	 */
 	int (*map_write)(void *store, uint64_t off, const void *buf, size_t len);
+	/**
+	 * 0 while the store can be trusted; -EIO once it may have lost data it
+	 * acknowledged (a failed write-back): the member then refuses client
+	 * sessions (HELLO_RSP -EIO), so that no writer admits it or makes it
+	 * the source the others converge on. May be NULL (always 0). Called on
+	 * the event loop; must not block.
+	 */
+	int (*health)(void *store);
 };
 
 /**

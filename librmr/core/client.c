@@ -998,7 +998,9 @@ static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
 	m->busy = msg->status == -EBUSY;
 	if (msg->status < 0) {
 		snprintf(why, sizeof(why), "refused: %s",
-			 m->busy ? "another writer holds the pool" : strerror(-msg->status));
+			 m->busy ? "another writer holds the pool"
+			 : msg->status == -EIO ? "its store may have lost data; replace it"
+			 : strerror(-msg->status));
 		member_fail(m, why);
 		return;
 	}

@@ -248,6 +248,11 @@ static void hello_admit(struct srv_session *sess, struct srv_pool *p, const stru
 		return;
 	}
 	sess->incarnation = h.incarnation;
+	if (h.role == RMR_ROLE_CLIENT && p->ops.health && p->ops.health(p->store) < 0) {
+		hello_refuse(sess, p, h.role, 0, -EIO, false,
+			     "its store may have lost acknowledged data (a failed write-back): replace it");
+		return;
+	}
 	if (h.role == RMR_ROLE_CLIENT) {
 		int ret = writer_admit(p, &h, &epoch);
 

@@ -828,7 +828,8 @@ int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
 	memcpy(&pp, params, RMR_MIN(params->size, sizeof(pp)));
 	pp.size = sizeof(pp);
 	params = &pp;
-	if (!ops || ops->size < sizeof(*ops) ||
+	/* A store built before @c health was added leaves it out (NULL). */
+	if (!ops || ops->size < offsetof(struct rmr_store_ops, health) ||
 	    !ops->io || !ops->chunk_export || !ops->chunk_import ||
 	    !ops->map_read != !ops->map_write)
 		return -EINVAL;
@@ -881,7 +882,7 @@ int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
 	p->params.peers = peers;
 	if (!p->params.sync_queue_depth)
 		p->params.sync_queue_depth = 32;
-	p->ops = *ops;
+	memcpy(&p->ops, ops, RMR_MIN(ops->size, sizeof(p->ops)));
 	p->store = store;
 	flusher_init(&p->flusher, p->ops.flush, store);
 	flusher_init(&p->prober, p->ops.flush, store);

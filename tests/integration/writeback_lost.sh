@@ -68,7 +68,11 @@ nbdsh -u "$URI" -c 'h.flush()' || fail "the pool's flush failed (members 1 and 2
 wait_for 30 eval '! state_in 3 normal' || fail "member 3 is still normal after its write-back failed"
 "$BRMRCTL" inspect --store "$LOOP" | grep -qx "data_lost yes.*" ||
 	fail "member 3's superblock does not say DATA_LOST: $("$BRMRCTL" inspect --store "$LOOP")"
-log "member 3 marked its store: $(member_state 3) ($(member_field 3 reason))"
+# Reconnecting, it refuses the client: its store may have lost data.
+refuses() { [[ $(member_field 3 reason) == *"may have lost data"* ]]; }
+wait_for 30 refuses ||
+	fail "member 3 does not refuse the client: '$(member_state 3)' ($(member_field 3 reason))"
+log "member 3 marked its store and refuses the client: $(member_field 3 reason)"
 # It may reconnect; it must never be normal again, and the pool serves.
 end=$((SECONDS + 3))
 while ((SECONDS < end)); do

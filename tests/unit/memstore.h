@@ -48,6 +48,7 @@ struct memstore {
 	atomic_bool flush_hold;      /* a flush waits while this is set... */
 	atomic_uint flush_pass;      /* ...or until it takes one of these */
 	atomic_uint flush_fails;     /* fail the next this many flushes (a lost write-back) */
+	atomic_bool lost;            /* health: the store may have lost data (-EIO) */
 };
 
 static inline void memstore_init(struct memstore *st, uint64_t pool_size, uint32_t chunk_size)
@@ -245,6 +246,13 @@ static int memstore_map_write(void *arg, uint64_t off, const void *buf, size_t l
 	return 0;
 }
 
+static int memstore_health(void *arg)
+{
+	struct memstore *st = arg;
+
+	return atomic_load(&st->lost) ? -EIO : 0;
+}
+
 static const struct rmr_store_ops memstore_ops = {
 	.size = sizeof(struct rmr_store_ops),
 	.io = memstore_io,
@@ -255,6 +263,7 @@ static const struct rmr_store_ops memstore_ops = {
 	.flush = memstore_flush,
 	.map_read = memstore_map_read,
 	.map_write = memstore_map_write,
+	.health = memstore_health,
 };
 
 #endif

@@ -1376,6 +1376,47 @@ START_TEST(store_error_fails_member_not_request)
 }
 END_TEST
 
+/*
+ * A member whose store says it may have lost acknowledged data (a failed
+ * write-back) refuses the client's hello: it is never admitted again, not
+ * even when no record names it as having missed writes (none here: it
+ * missed nothing), and the pool goes on with the others.
+ */
+START_TEST(a_store_that_lost_data_is_refused)
+{
+	struct rmr_client *c = open_client(1);
+	uint8_t *buf = malloc(CHUNK), *back = malloc(CHUNK);
+	struct rmr_pool_status *st = calloc(1, sizeof(*st));
+
+	ck_assert_ptr_nonnull(st);
+	atomic_store(&members[2].store.lost, true);
+	member_stop(2);
+	member_start(2);
+	wait_state(c, 2, RMR_MEMBER_FAILED);
+	for (int k = 0; k < 400; k++) {
+		st->size = sizeof(*st);
+		ck_assert_int_eq(rmr_client_status(c, st), 0);
+		if (strstr(st->members[2].reason, "may have lost data"))
+			break;
+		usleep(10000);
+	}
+	ck_assert_msg(strstr(st->members[2].reason, "may have lost data"),
+		      "member 3: '%s'", st->members[2].reason);
+	for (unsigned n = 0; n < 4; n++) {
+		fill(buf, CHUNK, 3 + n);
+		ck_assert_int_eq(do_io(c, RMR_IO_WRITE, (uint64_t)n * CHUNK, buf, CHUNK), 0);
+		ck_assert_int_eq(do_io(c, RMR_IO_READ, (uint64_t)n * CHUNK, back, CHUNK), 0);
+		ck_assert_mem_eq(buf, back, CHUNK);
+	}
+	usleep(300000); /* reconnects keep being refused */
+	ck_assert_int_ne(member_state(c, 2), RMR_MEMBER_NORMAL);
+	rmr_client_close(c);
+	free(st);
+	free(buf);
+	free(back);
+}
+END_TEST
+
 START_TEST(all_members_lost_fails_requests)
 {
 	struct rmr_client *c = open_client(1);
@@ -1903,6 +1944,7 @@ int main(void)
 	tcase_add_test(tc, a_slow_store_check_holds_the_pull_not_the_writes);
 	tcase_add_test(tc, a_slow_flush_holds_the_clean_record_not_the_member);
 	tcase_add_test(tc, second_failure_during_resync);
+	tcase_add_test(tc, a_store_that_lost_data_is_refused);
 	tcase_add_test(tc, all_members_lost_fails_requests);
 	tcase_add_test(tc, resync_pauses_and_resumes);
 	tcase_add_test(tc, verify_finds_and_repairs_divergence);
