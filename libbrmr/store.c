@@ -10,8 +10,9 @@
  * fdatasync can take longer than the heartbeat timeout, and the loop must
  * keep serving other requests and answering heartbeats meanwhile. A store on
  * tmpfs is served through a mapping of its data area (store_mem.h), and all
- * of its requests run on the loop. The client never has two overlapping writes in flight, so
- * requests may complete in any order.
+ * of its requests run on the loop. The client never has two overlapping
+ * writes in flight, so requests may complete in any order. A failed
+ * write-back marks the store's data lost for good (store_data_lost).
  */
 #include "brmr_internal.h"
 #include "crc32c.h"
@@ -208,9 +209,9 @@ static int zero_range(int fd, uint64_t off, uint64_t len, bool punch)
  * A write-back failed: pages the store acknowledged may never reach the
  * disk, and Linux reports that once (to one fdatasync) and marks them clean,
  * so a later flush passes and a read after eviction returns the old bytes.
- * From now on every request fails (the client fails this member, and its
- * store check keeps it out), and the superblock says so (best effort: the
- * disk is failing), so that a restarted server refuses the store too.
+ * From now on every request fails and the member refuses clients
+ * (store_health), and the superblock says so (best effort: the disk is
+ * failing), so that a restarted server refuses the store too.
  */
 static void store_data_lost(struct brmr_store *s)
 {

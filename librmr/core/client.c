@@ -749,40 +749,56 @@ static bool open_converging(const struct rmr_client *c)
 	return false;
 }
 
+/* The open is over: rmr_client_open() returns @p status. */
+static void open_end(struct rmr_client *c, int status)
+{
+	pthread_mutex_lock(&c->state_lock);
+	c->opening = false;
+	c->open_done = true;
+	c->open_status = status;
+	pthread_cond_broadcast(&c->state_cond);
+	pthread_mutex_unlock(&c->state_lock);
+}
+
+static bool any_busy(const struct rmr_client *c)
+{
+	for (unsigned i = 0; i < c->nmembers; i++)
+		if (c->members[i].busy)
+			return true;
+	return false;
+}
+
+/* Members that answered cannot show they hold every write: no open. */
+static void open_refuse_unproven(struct rmr_client *c, uint64_t absent)
+{
+	const char *them = absent & (absent - 1) ? "them" : "it";
+	char ids[192];
+
+	ids_text(absent, ids, sizeof(ids));
+	log_err("pool=%s: not opened: no answer from %s, which may hold writes the others lack (a member cannot tell by itself that it missed any). Start %s, or give %s up (rmr_client_opts.open_without, nbd-brmr --open-without)",
+		c->name, ids, them, them);
+	for (unsigned i = 0; i < c->nmembers; i++)
+		if (c->members[i].hello_done)
+			snprintf(c->members[i].reason, sizeof(c->members[i].reason),
+				 "may lack writes of %.40s", ids);
+	open_end(c, -EHOSTUNREACH);
+}
+
 static void finish_open(struct rmr_client *c)
 {
-	bool busy = false;
 	uint64_t absent;
+	bool busy;
 
-	for (unsigned i = 0; i < c->nmembers; i++)
-		busy |= c->members[i].busy;
-	/* (Nobody heard from, or another writer: told as before.) */
-	if (!c->fenced && !busy && c->heard_ids && !open_proven(c, &absent)) {
-		char ids[192];
-
-		ids_text(absent, ids, sizeof(ids));
-		bool many = absent & (absent - 1);
-
-		log_err("pool=%s: not opened: no answer from %s, which may hold writes the others lack (a member cannot tell by itself that it missed any). Start %s, or give %s up (rmr_client_opts.open_without, nbd-brmr --open-without)",
-			  c->name, ids, many ? "them" : "it", many ? "them" : "it");
-		for (unsigned i = 0; i < c->nmembers; i++)
-			if (c->members[i].hello_done)
-				snprintf(c->members[i].reason, sizeof(c->members[i].reason),
-					 "may lack writes of %.40s", ids);
-		pthread_mutex_lock(&c->state_lock);
-		c->opening = false;
-		c->open_done = true;
-		c->open_status = -EHOSTUNREACH;
-		pthread_cond_broadcast(&c->state_cond);
-		pthread_mutex_unlock(&c->state_lock);
+	/* (Nobody heard from, or another writer: told below, as before.) */
+	if (!c->fenced && !any_busy(c) && c->heard_ids && !open_proven(c, &absent)) {
+		open_refuse_unproven(c, absent);
 		return;
 	}
 	if (!c->fenced && open_reconcile(c))
 		return;
 	for (unsigned i = 0; i < c->nmembers; i++)
 		member_admit(&c->members[i]);
-	for (unsigned i = 0; i < c->nmembers; i++)
-		busy |= c->members[i].busy;
+	busy = any_busy(c);
 	/*
 	 * Every member missed something: one takes the others' maps first (a
 	 * gather), or one settles. The open waits for it, up to its deadline
@@ -793,31 +809,26 @@ static void finish_open(struct rmr_client *c)
 		c->open_admitted = true;
 		return;
 	}
-	pthread_mutex_lock(&c->state_lock);
-	c->opening = false;
-	c->open_done = true;
 	if (c->fenced)
-		c->open_status = -ESTALE;
+		open_end(c, -ESTALE);
 	else if (busy)
-		c->open_status = -EBUSY; /* a second writer, even where members granted it */
+		open_end(c, -EBUSY); /* a second writer, even where members granted it */
 	else if (client_normal_count(c) > 0)
-		c->open_status = 0;
+		open_end(c, 0);
 	else if (c->geometry_known)
-		c->open_status = -EIO; /* members answered, none holds current data */
+		open_end(c, -EIO); /* members answered, none holds current data */
 	else
-		c->open_status = -ETIMEDOUT;
-	pthread_cond_broadcast(&c->state_cond);
-	pthread_mutex_unlock(&c->state_lock);
+		open_end(c, -ETIMEDOUT);
 }
 
 /* While opening, wait until every member answered or failed once. */
 static void check_open_done(struct rmr_client *c)
 {
 	bool answered = false;
+	uint64_t absent;
 
 	if (!c->opening || c->open_admitted)
 		return; /* (admitted: client_tick ends the open once one is NORMAL) */
-	uint64_t absent;
 
 	for (unsigned i = 0; i < c->nmembers; i++) {
 		if (!c->members[i].resolved)
