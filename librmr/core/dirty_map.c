@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler.h"
+
 #define SLP_ENTRIES (1u << DIRTY_SLP_SHIFT)
 #define FLP_ENTRIES (1u << DIRTY_FLP_SHIFT)
 /*
@@ -373,4 +375,53 @@ found:
 		return c < m->nchunks ? c : UINT64_MAX;
 	}
 	return UINT64_MAX;
+}
+
+/* The runs of aligned 2^@shift-chunk blocks holding dirty chunks; @max + 1 if more. */
+static unsigned cover_at(const struct dirty_map *m, unsigned shift, unsigned max,
+			 struct dirty_range *out)
+{
+	uint64_t block = 1ull << shift, c = dirty_map_next(m, 0, DIRTY_BIT);
+	unsigned n = 0;
+
+	while (c != UINT64_MAX) {
+		uint64_t first = c >> shift << shift, end = first + block;
+
+		/* The run goes on while the next dirty chunk lies in the block after it. */
+		for (;;) {
+			c = end < m->nchunks ? dirty_map_next(m, end, DIRTY_BIT) : UINT64_MAX;
+			if (c == UINT64_MAX || c >= end + block)
+				break;
+			end += block;
+		}
+		if (n == max)
+			return max + 1;
+		out[n].first = first;
+		out[n].count = RMR_MIN(end, m->nchunks) - first;
+		n++;
+	}
+	return n;
+}
+
+unsigned dirty_map_cover(const struct dirty_map *m, unsigned max, struct dirty_range *out)
+{
+	/* One block of the whole map is one range: the loop ends there at the latest. */
+	for (unsigned shift = 0;; shift++) {
+		unsigned n = cover_at(m, shift, max, out);
+
+		if (n <= max)
+			return n;
+	}
+}
+
+int dirty_map_merge(struct dirty_map *dst, const struct dirty_map *src)
+{
+	for (uint64_t c = dirty_map_next(src, 0, DIRTY_BIT); c != UINT64_MAX;
+	     c = dirty_map_next(src, c + 1, DIRTY_BIT)) {
+		int ret = dirty_map_mark(dst, c, 1);
+
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
 }

@@ -62,6 +62,21 @@ void dirty_map_clear_all(struct dirty_map *m);
  */
 uint64_t dirty_map_next(const struct dirty_map *m, uint64_t from, uint8_t bits);
 
+/* A run of chunks, [first, first + count). */
+struct dirty_range {
+	uint64_t first, count;
+};
+
+/*
+ * Cover every DIRTY_BIT entry of @m with at most @max (>= 1) ranges, written
+ * to @out: runs of aligned blocks of the smallest power-of-two size that
+ * needs no more than @max of them (a range may hold clean chunks; none past
+ * the map's end). Returns the number of ranges, 0 for an empty map.
+ */
+unsigned dirty_map_cover(const struct dirty_map *m, unsigned max, struct dirty_range *out);
+/* Set DIRTY_BIT in @dst wherever @src has it. Returns 0 or -ENOMEM. */
+int dirty_map_merge(struct dirty_map *dst, const struct dirty_map *src);
+
 static inline uint64_t dirty_map_count(const struct dirty_map *m)
 {
 	return m->dirty;

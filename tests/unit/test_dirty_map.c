@@ -100,6 +100,75 @@ START_TEST(capacity_and_bounds)
 }
 END_TEST
 
+/*
+ * A cover holds every dirty chunk, no chunk past the end, at most the
+ * ranges asked for, and no more chunks than the finest block size that
+ * fits needs; exact when the runs fit. Merge adds one map to another.
+ */
+START_TEST(cover_holds_every_dirty_chunk_in_few_ranges)
+{
+	const uint64_t n = 100003;
+	struct dirty_map m, sum;
+	struct dirty_range r[8];
+	unsigned got;
+
+	ck_assert_int_eq(dirty_map_init(&m, n), 0);
+	ck_assert_uint_eq(dirty_map_cover(&m, 8, r), 0);
+	/* Three runs, one at the odd end: exact. */
+	ck_assert_int_eq(dirty_map_mark(&m, 5, 3), 0);
+	ck_assert_int_eq(dirty_map_mark(&m, 4096, 1), 0);
+	ck_assert_int_eq(dirty_map_mark(&m, n - 2, 2), 0);
+	got = dirty_map_cover(&m, 8, r);
+	ck_assert_uint_eq(got, 3);
+	ck_assert(r[0].first == 5 && r[0].count == 3);
+	ck_assert(r[1].first == 4096 && r[1].count == 1);
+	ck_assert(r[2].first == n - 2 && r[2].count == 2);
+	/* Adjacent runs are one range. */
+	ck_assert_int_eq(dirty_map_mark(&m, 8, 2), 0);
+	ck_assert_uint_eq(dirty_map_cover(&m, 8, r), 3);
+	ck_assert(r[0].first == 5 && r[0].count == 5);
+
+	/* Many scattered chunks into a few ranges. */
+	srand(11);
+	for (int k = 0; k < 500; k++)
+		ck_assert_int_eq(dirty_map_mark(&m, (uint64_t)rand() % n, 1), 0);
+	for (unsigned max = 1; max <= 8; max++) {
+		uint64_t covered = 0;
+
+		got = dirty_map_cover(&m, max, r);
+		ck_assert(got >= 1 && got <= max);
+		for (unsigned i = 0; i < got; i++) {
+			ck_assert(r[i].count >= 1 && r[i].first + r[i].count <= n);
+			if (i)
+				ck_assert(r[i].first > r[i - 1].first + r[i - 1].count);
+			covered += r[i].count;
+		}
+		for (uint64_t c = dirty_map_next(&m, 0, DIRTY_BIT); c != UINT64_MAX;
+		     c = dirty_map_next(&m, c + 1, DIRTY_BIT)) {
+			bool in = false;
+
+			for (unsigned i = 0; i < got && !in; i++)
+				in = c >= r[i].first && c < r[i].first + r[i].count;
+			expect(in);
+		}
+		ck_assert_uint_le(covered, n);
+	}
+	/* One range: from the first dirty block to the end. */
+	ck_assert_uint_eq(dirty_map_cover(&m, 1, r), 1);
+	ck_assert_uint_eq(r[0].first + r[0].count, n);
+
+	ck_assert_int_eq(dirty_map_init(&sum, n), 0);
+	ck_assert_int_eq(dirty_map_mark(&sum, 1, 1), 0);
+	ck_assert_int_eq(dirty_map_merge(&sum, &m), 0);
+	ck_assert_uint_eq(dirty_map_count(&sum), dirty_map_count(&m) + !(dirty_map_get(&m, 1) & DIRTY_BIT));
+	for (uint64_t c = dirty_map_next(&m, 0, DIRTY_BIT); c != UINT64_MAX;
+	     c = dirty_map_next(&m, c + 1, DIRTY_BIT))
+		expect(dirty_map_get(&sum, c) & DIRTY_BIT);
+	dirty_map_destroy(&sum);
+	dirty_map_destroy(&m);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("dirty_map");
@@ -109,6 +178,7 @@ int main(void)
 	tcase_add_test(tc, matches_a_plain_array_under_random_operations);
 	tcase_add_test(tc, memory_follows_the_dirty_spread);
 	tcase_add_test(tc, capacity_and_bounds);
+	tcase_add_test(tc, cover_holds_every_dirty_chunk_in_few_ranges);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }
