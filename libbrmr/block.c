@@ -19,6 +19,8 @@
 #include <rmr/brmr.h>
 #include <rmr/client.h>
 
+#include "compiler.h"
+
 #define BRMR_EXPORT __attribute__((visibility("default")))
 
 struct parent {
@@ -53,15 +55,20 @@ struct brmr_dev {
 BRMR_EXPORT int brmr_open(const struct rmr_client_opts *opts, struct brmr_dev **out)
 {
 	struct rmr_pool_info info = { .size = sizeof(info) };
+	struct rmr_client_opts o;
 	struct brmr_dev *d;
 	int ret;
 
-	if (!opts || !out)
+	if (!opts || !out || !rmr_opts_copy(&o, sizeof(o), opts))
 		return -EINVAL;
+	/* Our stores write to the page cache: what a flush did not cover is at risk. */
+	o.volatile_writes = true;
+	if (o.queue_depth == 1)
+		o.queue_depth = 2; /* one slot for requests, one for the client's records */
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
-	ret = rmr_client_open(opts, &d->client);
+	ret = rmr_client_open(&o, &d->client);
 	if (ret < 0) {
 		free(d);
 		return ret;
@@ -251,6 +258,7 @@ static int submit_pieces(struct parent *p, unsigned flags)
 			.addr = addr,
 			.cb = piece_done,
 			.priv = p,
+			.flags = p->op == BRMR_OP_FLUSH ? RMR_IO_FLUSH : 0,
 		};
 		int ret;
 

@@ -58,7 +58,9 @@ typedef void (*brmr_cb)(void *priv, int status);
 #define BRMR_MAX_IOV RMR_MAX_IOV
 
 /**
- * Open the block device of a pool. @p opts are passed to rmr_client_open().
+ * Open the block device of a pool. @p opts are passed to rmr_client_open(),
+ * with @c volatile_writes set: the members' stores acknowledge writes from
+ * the page cache, and BRMR_OP_FLUSH is what makes them durable.
  * @return 0 and the handle in @p out, or a negative errno from
  *         rmr_client_open(); -ENOMEM.
  */

@@ -109,6 +109,20 @@ struct rmr_client_opts {
 	 * member is gone for good. Default 0.
 	 */
 	uint64_t open_without;
+	/**
+	 * The members' stores acknowledge writes before they are durable (from
+	 * a page cache), and the consumer marks its flushes RMR_IO_FLUSH. A
+	 * member whose host loses power then loses the writes no flush covered
+	 * on it, and cannot tell. So when a member leaves NORMAL, the client
+	 * has the others record the chunks of the writes it acknowledged since
+	 * its last successful flush as missed by it, and it copies them back
+	 * when it returns (whether its host lost power or only its process
+	 * died). A flush waits until that record is on the others. A consumer
+	 * that never flushes makes every chunk it wrote count. The record
+	 * takes one of the @c queue_depth slots for itself (at least 2; see
+	 * rmr_pool_info.queue_depth).
+	 */
+	bool volatile_writes;
 };
 
 /** rmr_client_opts.poll_us: the loop never polls. */
@@ -304,7 +318,7 @@ struct rmr_pool_info {
 	uint64_t pool_size;          /**< bytes */
 	uint32_t chunk_size;         /**< bytes, a power of two */
 	uint32_t max_io_size;        /**< largest request the pool accepts */
-	uint32_t queue_depth;        /**< request slots */
+	uint32_t queue_depth;        /**< request slots the consumer has (one less with volatile_writes) */
 };
 
 /**

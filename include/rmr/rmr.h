@@ -96,6 +96,15 @@ enum rmr_io_flags {
 	 * part (a key-value store's writes to many buckets).
 	 */
 	RMR_IO_PATCH = 1u << 0,
+	/**
+	 * Write-like only, no data, an empty range: the request makes every
+	 * write the member acknowledged before it durable (the store knows it
+	 * by its opcode: this flag stays with the client). With
+	 * rmr_client_opts.volatile_writes, the client counts a member's
+	 * acknowledged writes as at risk until such a request succeeded on
+	 * it.
+	 */
+	RMR_IO_FLUSH = 1u << 1,
 };
 
 /** Log levels, as in syslog. */

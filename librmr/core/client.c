@@ -60,6 +60,8 @@ void member_set_state(struct member *m, enum rmr_member_state to, const char *re
 		   rmr_member_state_name(from), rmr_member_state_name(to), reason);
 	if (c->ops.member_state)
 		c->ops.member_state(c->opts.priv, m->index, m->id, from, to, reason);
+	if (from == RMR_MEMBER_NORMAL)
+		unflushed_member_left(m, to);
 }
 
 static void admit_waiting(struct rmr_client *c);
@@ -1326,6 +1328,7 @@ static void client_tick(void *ctx, uint64_t now)
 	if (settle_due && !c->settling)
 		admit_waiting(c);
 	client_membership_step(c, now);
+	unflushed_send_records(c);
 	if (c->opening && (now >= c->open_deadline ||
 			   (c->open_admitted && (client_normal_count(c) || !open_converging(c)))))
 		finish_open(c);
@@ -1373,7 +1376,8 @@ static int check_opts(struct rmr_client_opts *o)
 		return -EINVAL;
 	if (o->queue_depth > MAX_QUEUE_DEPTH || o->max_io_size > RMR_WIRE_MAX_PAYLOAD ||
 	    o->max_io_size < 4096 || o->heartbeat_ms * 2 > o->failure_timeout_ms ||
-	    o->reconnect_min_ms > o->reconnect_max_ms || o->min_legs > o->nmembers)
+	    o->reconnect_min_ms > o->reconnect_max_ms || o->min_legs > o->nmembers ||
+	    (o->volatile_writes && o->queue_depth < 2))
 		return -EINVAL;
 	return 0;
 }
@@ -1390,6 +1394,7 @@ static void client_free(struct rmr_client *c)
 			free(c->slots[i].bounce);
 	}
 	free(c->slots);
+	unflushed_free(c);
 	pthread_mutex_destroy(&c->sub_lock);
 	pthread_mutex_destroy(&c->state_lock);
 	pthread_mutex_destroy(&c->mc_call_lock);
@@ -1454,6 +1459,8 @@ RMR_EXPORT int rmr_client_open(const struct rmr_client_opts *opts, struct rmr_cl
 	c->incarnation = loop_random();
 	c->map_ver = 1;
 	c->qd = c->opts.queue_depth;
+	/* The last slot records what members left unflushed: never short of one. */
+	c->record_slot = c->opts.volatile_writes ? c->qd - 1 : UINT32_MAX;
 	c->max_io_size = c->opts.max_io_size;
 	if (c->opts.pool_uuid)
 		c->uuid = *c->opts.pool_uuid;
@@ -1471,7 +1478,8 @@ RMR_EXPORT int rmr_client_open(const struct rmr_client_opts *opts, struct rmr_cl
 	c->opts.members = NULL; /* the caller's array is not ours to keep */
 
 	c->slots = calloc(c->qd, sizeof(*c->slots));
-	if (!c->slots || slot_pool_init(&c->slot_pool, c->qd) < 0) {
+	if (!c->slots ||
+	    slot_pool_init(&c->slot_pool, c->opts.volatile_writes ? c->qd - 1 : c->qd) < 0) {
 		free(c->slots);
 		c->slots = NULL;
 		client_free(c);
@@ -1532,6 +1540,7 @@ static void say_goodbye(void *arg)
 {
 	struct rmr_client *c = arg;
 
+	c->said_goodbye = true;
 	for (unsigned i = 0; i < c->nmembers; i++) {
 		struct member *m = &c->members[i];
 
@@ -1625,7 +1634,7 @@ static void fill_info(void *arg)
 	ic->info->pool_size = c->pool_size;
 	ic->info->chunk_size = c->chunk_size;
 	ic->info->max_io_size = c->max_io_size;
-	ic->info->queue_depth = c->qd;
+	ic->info->queue_depth = c->opts.volatile_writes ? c->qd - 1 : c->qd;
 }
 
 RMR_EXPORT int rmr_client_info(struct rmr_client *c, struct rmr_pool_info *info)

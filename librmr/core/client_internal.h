@@ -15,6 +15,7 @@
 #include <rmr/client.h>
 #include <rmr/transport.h>
 
+#include "dirty_map.h"
 #include "loop.h"
 #include "poll_policy.h"
 #include "slots.h"
@@ -136,6 +137,15 @@ struct member {
 	uint16_t pull_source;
 	uint64_t pull_deadline;      /* ns */
 	uint64_t pull_ver;           /* the client's map version in that MAP_PULL or RECONCILE */
+	/*
+	 * volatile_writes: chunks of writes it acknowledged that no flush of
+	 * its covered yet (client_unflushed.c). @flushing holds those acked
+	 * before the flush in flight (slot @flush_slot, @flush_seq) went out.
+	 */
+	struct dirty_map *unflushed, *flushing;
+	bool flush_out;
+	uint32_t flush_slot, flush_seq;
+	bool unflushed_unknown;      /* a mark failed for memory: every chunk counts */
 	/* counters */
 	uint64_t reads, writes, read_bytes, write_bytes, errors, reconnects;
 	uint64_t tx_bytes, rx_bytes, map_updates;
@@ -238,9 +248,27 @@ struct rmr_client {
 	bool open_done;
 	int open_status;
 	bool closing;
+	bool said_goodbye;           /* close: sessions end, members leave without a departure */
 	uint32_t inflight;           /* slots between submit and release */
 	struct poll_policy poll;     /* when the loop polls for answers and requests (loop thread) */
 	uint64_t open_deadline;
+
+	/*
+	 * volatile_writes: ranges of chunks that members left NORMAL with
+	 * unflushed, to record on the others as missed by them (MAP_ADD), and
+	 * the flushes that wait until that is done (client_unflushed.c).
+	 */
+	struct unflushed_record *records;
+	unsigned nrecords, records_cap, records_inflight;
+	bool records_sending;        /* unflushed_send_records runs */
+	uint32_t record_slot;        /* the slot records go in, outside the pool (UINT32_MAX: none) */
+	struct slot *flush_wait_head, *flush_wait_tail;
+};
+
+struct unflushed_record {
+	uint16_t id;                 /* the member that may have lost them */
+	uint64_t addr;               /* bytes, chunk aligned */
+	uint32_t len;
 };
 
 /* client.c */
@@ -312,5 +340,31 @@ int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned fla
 bool client_io_writes_in_flight(const struct rmr_client *c);
 /* End a freeze: send the writes held back, in order. */
 void client_io_thaw(struct rmr_client *c);
+/*
+ * Have the NORMAL members record @r (MAP_ADD) in the record slot, whose end
+ * calls unflushed_record_done(). -EAGAIN while the slot is busy.
+ */
+int client_io_send_record(struct rmr_client *c, const struct unflushed_record *r);
+/* Count (or no longer) a request of the client's own in the ones close waits for. */
+void client_io_hold(struct rmr_client *c);
+bool client_io_unhold(struct rmr_client *c); /* @return: nothing is in flight */
+/* Send a write again that waited (a flush behind records). */
+void client_io_redispatch(struct rmr_client *c, struct slot *s);
+
+/* client_unflushed.c: what a member with a volatile store may lose to a power loss */
+/* @m acknowledged a write of [@addr, @addr + @len). */
+void unflushed_note_ack(struct member *m, uint64_t addr, uint32_t len);
+/* Flush @s went out to @m / came back from it (@ok: it succeeded there). */
+void unflushed_flush_sent(struct member *m, const struct slot *s);
+void unflushed_flush_answered(struct member *m, const struct slot *s, bool ok);
+/* @m left NORMAL for @to: queue its unflushed chunks as missed by it. */
+void unflushed_member_left(struct member *m, enum rmr_member_state to);
+/* Send the queued records while slots last (tick, and as records end). */
+void unflushed_send_records(struct rmr_client *c);
+/* A record's MAP_ADD finished. */
+void unflushed_record_done(struct rmr_client *c);
+/* Flush @s must wait: records are queued or in flight. Takes it if so. */
+bool unflushed_hold_flush(struct rmr_client *c, struct slot *s);
+void unflushed_free(struct rmr_client *c);
 
 #endif

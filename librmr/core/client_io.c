@@ -68,11 +68,24 @@ static uint64_t normal_ids(struct rmr_client *c)
  */
 static bool release_slot(struct rmr_client *c, struct slot *s)
 {
-	bool idle;
-
 	s->phase = SLOT_FREE;
 	s->seq++;
-	slot_pool_put(&c->slot_pool, s->index);
+	if (s->index != c->record_slot)
+		slot_pool_put(&c->slot_pool, s->index);
+	return client_io_unhold(c);
+}
+
+void client_io_hold(struct rmr_client *c)
+{
+	pthread_mutex_lock(&c->state_lock);
+	c->inflight++;
+	pthread_mutex_unlock(&c->state_lock);
+}
+
+bool client_io_unhold(struct rmr_client *c)
+{
+	bool idle;
+
 	pthread_mutex_lock(&c->state_lock);
 	idle = --c->inflight == 0;
 	if (c->closing && idle)
@@ -96,7 +109,11 @@ int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned fla
 			return -EINVAL;
 		data_len += io->iov[i].iov_len;
 	}
-	if (io->flags & ~(uint32_t)RMR_IO_PATCH)
+	if (io->flags & ~(uint32_t)(RMR_IO_PATCH | RMR_IO_FLUSH))
+		return -EINVAL;
+	/* A flush is about what went before it: no data, no range, nothing else. */
+	if ((io->flags & RMR_IO_FLUSH) && (io->kind != RMR_IO_WRITE || data_len || io->len ||
+					   (io->flags & RMR_IO_PATCH)))
 		return -EINVAL;
 	/* A patch is a change inside its range: data of its own length, never none. */
 	if ((io->flags & RMR_IO_PATCH) && (io->kind != RMR_IO_WRITE || !data_len || !io->len))
@@ -339,6 +356,11 @@ static void dispatch_write(struct rmr_client *c, struct slot *s)
 		complete(c, s, -ESTALE);
 		return;
 	}
+	/* A flush goes out once what members left unflushed is on record. */
+	if (unflushed_hold_flush(c, s)) {
+		s->phase = SLOT_BLOCKED;
+		return;
+	}
 	if (client_writes_held(c)) {
 		s->phase = SLOT_BLOCKED;
 		s->ready_next = NULL;
@@ -361,6 +383,8 @@ static void dispatch_write(struct rmr_client *c, struct slot *s)
 		if (m->state != RMR_MEMBER_NORMAL)
 			continue;
 		ret = send_leg(c, s, m, RMR_MSG_WRITE, s->missed_ids);
+		if (ret == 0 && (s->io.flags & RMR_IO_FLUSH))
+			unflushed_flush_sent(m, s);
 		if (ret < 0) {
 			/*
 			 * A failed leg, not an absent one: the members that apply
@@ -418,6 +442,9 @@ static void write_enqueue(struct rmr_client *c, struct slot *s)
 
 bool client_io_writes_in_flight(const struct rmr_client *c)
 {
+	/* Records not yet sent name writes a pull must see (client_unflushed.c). */
+	if (c->nrecords)
+		return true;
 	for (const struct slot *w = c->writes_head; w; w = w->next)
 		if (w->phase == SLOT_SENT || w->phase == SLOT_MAP_ADD)
 			return true;
@@ -710,12 +737,15 @@ void client_io_on_response(struct rmr_client *c, struct member *m, const struct 
 		} else if (msg->type == RMR_MSG_WRITE_RSP) {
 			m->writes++;
 			m->write_bytes += s->data_len;
+			unflushed_note_ack(m, s->io.addr, s->io.len);
 		}
 	} else {
 		m->errors++;
 		if (msg->type == RMR_MSG_READ_RSP && !is_request_error(msg->status))
 			member_fail(m, "read failed on member");
 	}
+	if (msg->type == RMR_MSG_WRITE_RSP && (s->io.flags & RMR_IO_FLUSH))
+		unflushed_flush_answered(m, s, msg->status == 0);
 	slot_progress(c, s);
 }
 
@@ -771,4 +801,51 @@ void client_io_check_deadlines(struct rmr_client *c, uint64_t now)
 			}
 		}
 	}
+}
+
+void client_io_redispatch(struct rmr_client *c, struct slot *s)
+{
+	dispatch_write(c, s);
+}
+
+static void record_done(void *priv, int status)
+{
+	(void)status; /* a record nobody took: as for a write's MAP_ADD */
+	unflushed_record_done(priv);
+}
+
+int client_io_send_record(struct rmr_client *c, const struct unflushed_record *r)
+{
+	struct slot *s = &c->slots[c->record_slot];
+
+	/* A slot of its own: consumer writes held back by a map pull cannot starve it. */
+	if (s->phase != SLOT_FREE)
+		return -EAGAIN;
+	client_io_hold(c);
+	s->io = (struct rmr_io){ .kind = RMR_IO_WRITE, .addr = r->addr, .len = r->len,
+				 .iov = s->iov, .cb = record_done, .priv = c };
+	s->data_len = 0;
+	s->legs_mask = s->ok_mask = s->failed_mask = s->tried_mask = s->missed_ids = 0;
+	s->holder_ids = 0;
+	/* The queue's count of the member's pending miss passes to the slot... */
+	s->missed_counted = bit(r->id);
+	/* ...and stays as a miss: writes some member applied. */
+	s->applied = true;
+	s->first_err = 0;
+	s->first_answer = 0;
+	s->deps = 0;
+	s->has_dependents = false;
+	/* In the list of writes: later overlapping ones, and map pulls, wait for it. */
+	s->next = NULL;
+	s->prev = c->writes_tail;
+	if (c->writes_tail)
+		c->writes_tail->next = s;
+	else
+		c->writes_head = s;
+	c->writes_tail = s;
+	for (unsigned i = 0; i < nmem(c); i++)
+		if (c->members[i].state == RMR_MEMBER_NORMAL)
+			s->ok_mask |= bit(i);
+	start_map_add(c, s, bit(r->id));
+	return 0;
 }

@@ -56,6 +56,7 @@ struct world_cfg {
 	unsigned reconnect_max_ms;   /* the client's backoff limit (0: 400) */
 	uint32_t al_extent;          /* activity log extent (0: librmr's 4 MiB) */
 	unsigned min_legs;           /* the client's (0: 1) */
+	bool volatile_writes;        /* volatile stores, the client's volatile_writes */
 };
 
 static struct {
@@ -147,6 +148,7 @@ static int client_open_as(bool takeover, struct rmr_client **out)
 		.min_legs = w.cfg.min_legs ? w.cfg.min_legs : 1,
 		.takeover = takeover,
 		.open_without = w.open_without,
+		.volatile_writes = w.cfg.volatile_writes,
 	};
 
 	for (unsigned i = 0; i < NMEMBERS; i++)
@@ -174,6 +176,8 @@ static void world_begin(uint64_t seed, struct world_cfg cfg)
 	for (unsigned i = 0; i < NMEMBERS; i++) {
 		snprintf(w.m[i].addr, sizeof(w.m[i].addr), "sim-m%u", i + 1);
 		memstore_init(&w.m[i].store, cfg.pool_size, cfg.chunk);
+		if (cfg.volatile_writes)
+			memstore_make_volatile(&w.m[i].store);
 	}
 	for (unsigned i = 0; i < NMEMBERS; i++)
 		member_start(i, 0);
@@ -1189,6 +1193,100 @@ static void case_min_legs_failed_writes(void)
 	check_converged();
 }
 
+static void flush_done(void *priv, int status)
+{
+	int *st = priv;
+
+	*st = status;
+	w.inflight--;
+}
+
+/* A flush (RMR_IO_FLUSH) that the world steps around; @status gets its end (1 before). */
+static void submit_flush(int *status)
+{
+	struct rmr_io io = { .kind = RMR_IO_WRITE, .op = MEMSTORE_OP_FLUSH, .flags = RMR_IO_FLUSH,
+			     .cb = flush_done, .priv = status };
+
+	*status = 1;
+	ck_assert_int_eq(rmr_client_submit(w.c, &io, 0), 0);
+	w.inflight++;
+}
+
+static void flush_all(void)
+{
+	int status;
+
+	submit_flush(&status);
+	settle();
+	ck_assert_int_eq(status, 0);
+}
+
+/*
+ * Member 2's host loses power: the writes it acknowledged after the last
+ * flush are gone from its store, and it cannot tell. The others recorded
+ * exactly their chunks as missed by it when it left: it copies them back
+ * and never serves an old byte (before, it came back NORMAL with them).
+ */
+static void case_member_power_loss(void)
+{
+	uint8_t seen[NCHUNKS] = { 0 };
+	uint64_t after = 0;
+
+	write_some(200);
+	flush_all();
+	for (unsigned k = 0; k < 6; k++) {
+		uint64_t chunk = rnd() % NCHUNKS;
+
+		submit_write_at(chunk * CHUNK + (rnd() % (CHUNK / BLK)) * BLK, BLK);
+		after += !seen[chunk];
+		seen[chunk] = 1;
+	}
+	settle();
+	member_kill(1);
+	memstore_power_loss(&w.m[1].store);
+	ck_assert_msg(memcmp(w.m[1].store.data, w.model, POOL_SIZE) != 0,
+		      "seed %llu: the power loss lost nothing", (unsigned long long)w.seed);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	for (unsigned t = 0; t < 2000 && dirty_for(2, 0) < after; t += 10)
+		loop_sim_run(10 * MS);
+	ck_assert_uint_eq(dirty_for(2, 0), after);
+	ck_assert_uint_eq(dirty_for(2, 2), after);
+	/* Writes and a flush go on while it is away. */
+	write_some(100);
+	flush_all();
+	member_start(1, 0);
+	check_healed(1, dirty_for(2, 0));
+}
+
+/*
+ * The same under load: flushes among the writes, the power loss while
+ * writes are in flight, more chunks than one record holds ranges. Whatever
+ * member 2 lost is copied back; writes that failed may read either way.
+ */
+static void case_power_loss_under_load(void)
+{
+	int flushed[8];
+
+	write_some(100);
+	for (unsigned k = 0; k < 8; k++) {
+		for (unsigned n = 0; n < 40; n++) {
+			submit_write();
+			if (loop_sim_step() == 0)
+				loop_sim_run(MS / 4);
+		}
+		submit_flush(&flushed[k]);
+	}
+	member_kill(1);
+	memstore_power_loss(&w.m[1].store);
+	settle();
+	for (unsigned k = 0; k < 8; k++)
+		ck_assert_int_eq(flushed[k], 0);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	write_some(100);
+	member_start(1, 0);
+	check_healed(1, NCHUNKS);
+}
+
 /* --- seeds ----------------------------------------------------------------------- */
 
 static void run_seeds(const char *name, void (*fn)(void), struct world_cfg cfg)
@@ -1242,6 +1340,10 @@ SIM_CASE(case_replace_member)
 SIM_CASE(case_stale_member_alone)
 SIM_CASE(case_mutual_records)
 SIM_CASE_WITH(case_min_legs_failed_writes, .pool_size = POOL_SIZE, .chunk = CHUNK, .min_legs = 2)
+SIM_CASE_WITH(case_member_power_loss, .pool_size = POOL_SIZE, .chunk = CHUNK,
+	      .volatile_writes = true)
+SIM_CASE_WITH(case_power_loss_under_load, .pool_size = POOL_SIZE, .chunk = CHUNK,
+	      .volatile_writes = true)
 
 /* The same seed gives the same run: same virtual time, same counters. */
 START_TEST(same_seed_same_run)
@@ -1300,6 +1402,8 @@ int main(void)
 	tcase_add_test(tc, case_stale_member_alone_seeds);
 	tcase_add_test(tc, case_mutual_records_seeds);
 	tcase_add_test(tc, case_min_legs_failed_writes_seeds);
+	tcase_add_test(tc, case_member_power_loss_seeds);
+	tcase_add_test(tc, case_power_loss_under_load_seeds);
 	tcase_add_test(tc, same_seed_same_run);
 	suite_add_tcase(s, tc);
 	return unit_run(s);

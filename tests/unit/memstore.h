@@ -10,7 +10,11 @@
  * MEMSTORE_OP_REVERSE answers with its argument reversed (a short read), as
  * a key-value consumer answers a lookup. Flushes are counted, can be
  * held (@flush_hold) as a slow disk holds them, and can fail once each
- * (@flush_fails) as a file reports a lost write-back.
+ * (@flush_fails) as a file reports a lost write-back. A volatile store
+ * (memstore_make_volatile) keeps what a disk would hold apart: a flush, or
+ * a write-like request with opcode MEMSTORE_OP_FLUSH, makes the data
+ * durable, and memstore_power_loss() goes back to that, as a host that
+ * lost power comes back with what its disk held.
  */
 #ifndef RMR_TESTS_MEMSTORE_H
 #define RMR_TESTS_MEMSTORE_H
@@ -30,9 +34,12 @@
 #include "unit.h"
 
 #define MEMSTORE_OP_REVERSE 7
+#define MEMSTORE_OP_FLUSH 8
 
 struct memstore {
 	uint8_t *data;
+	uint64_t size;
+	uint8_t *durable;            /* volatile store: the data as of the last flush */
 	atomic_bool fail;
 	pthread_mutex_t lock;
 	uint8_t meta[8192];          /* room for librmr's blob: header and a full membership */
@@ -55,6 +62,7 @@ static inline void memstore_init(struct memstore *st, uint64_t pool_size, uint32
 {
 	memset(st, 0, sizeof(*st));
 	st->data = calloc(1, pool_size);
+	st->size = pool_size;
 	st->map_size = rmr_server_map_area_size(pool_size, chunk_size);
 	st->map = calloc(1, st->map_size);
 	ck_assert(st->data && st->map);
@@ -64,6 +72,7 @@ static inline void memstore_init(struct memstore *st, uint64_t pool_size, uint32
 static inline void memstore_destroy(struct memstore *st)
 {
 	free(st->data);
+	free(st->durable);
 	free(st->map);
 	pthread_mutex_destroy(&st->lock);
 }
@@ -112,7 +121,10 @@ static void memstore_apply(struct memstore *st, struct rmr_store_io *io)
 		return;
 	}
 	pthread_mutex_lock(&st->lock);
-	if (io->kind == RMR_IO_READ)
+	if (io->kind == RMR_IO_WRITE && io->op == MEMSTORE_OP_FLUSH && !io->len) {
+		if (st->durable)
+			memcpy(st->durable, st->data, st->size);
+	} else if (io->kind == RMR_IO_READ)
 		memcpy(io->data, st->data + io->addr, io->len);
 	else if (io->flags & RMR_IO_PATCH)
 		ret = memstore_patch(st, io);
@@ -174,8 +186,8 @@ static int memstore_import(void *arg, uint64_t addr, const void *buf, uint32_t l
 }
 
 /*
- * Nothing is volatile here: a flush only counts (and fails with the data
- * path); @flush_hold makes it as slow as a busy disk's.
+ * A flush makes a volatile store's data durable, and counts (and fails with
+ * the data path); @flush_hold makes it as slow as a busy disk's.
  */
 static int memstore_flush(void *arg)
 {
@@ -193,8 +205,28 @@ static int memstore_flush(void *arg)
 	for (unsigned n = atomic_load(&st->flush_fails); n;)
 		if (atomic_compare_exchange_weak(&st->flush_fails, &n, n - 1))
 			return -EIO; /* reported once, as a file reports it */
+	pthread_mutex_lock(&st->lock);
+	if (st->durable)
+		memcpy(st->durable, st->data, st->size);
+	pthread_mutex_unlock(&st->lock);
 	atomic_fetch_add(&st->flushes, 1);
 	return 0;
+}
+
+/* From now on writes are durable only once flushed. */
+static inline void memstore_make_volatile(struct memstore *st)
+{
+	st->durable = malloc(st->size);
+	ck_assert_ptr_nonnull(st->durable);
+	memcpy(st->durable, st->data, st->size);
+}
+
+/* The host lost power: what no flush covered is gone. */
+static inline void memstore_power_loss(struct memstore *st)
+{
+	pthread_mutex_lock(&st->lock);
+	memcpy(st->data, st->durable, st->size);
+	pthread_mutex_unlock(&st->lock);
 }
 
 static int memstore_meta_load(void *arg, void *buf, size_t cap, size_t *len)

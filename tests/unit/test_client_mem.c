@@ -601,6 +601,26 @@ START_TEST(bad_requests_are_refused_without_callback)
 		io.len = 4096;
 		ck_assert_int_eq(rmr_client_submit(c, &io, 0), -EINVAL);
 	}
+	{
+		/* A flush is write-like, without data or range. */
+		struct rmr_io fl = { .kind = RMR_IO_WRITE, .op = 1, .flags = RMR_IO_FLUSH,
+				     .cb = waiter_cb, .priv = &w };
+
+		fl.len = 4096;
+		ck_assert_int_eq(rmr_client_submit(c, &fl, 0), -EINVAL);
+		fl.len = 0;
+		fl.iov = &iov;
+		fl.iovcnt = 1;
+		ck_assert_int_eq(rmr_client_submit(c, &fl, 0), -EINVAL);
+		fl.iovcnt = 0;
+		fl.kind = RMR_IO_READ;
+		ck_assert_int_eq(rmr_client_submit(c, &fl, 0), -EINVAL);
+		fl.kind = RMR_IO_WRITE;
+		fl.flags = RMR_IO_FLUSH | RMR_IO_PATCH;
+		ck_assert_int_eq(rmr_client_submit(c, &fl, 0), -EINVAL);
+		fl.flags = 1u << 5;
+		ck_assert_int_eq(rmr_client_submit(c, &fl, 0), -EINVAL);
+	}
 	rmr_client_close(c);
 	ck_assert_int_eq(w.calls, 0);
 }

@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Writes a member may lose to a power loss of its host
+ * (rmr_client_opts.volatile_writes).
+ *
+ * A member acknowledges a write once its store applied it, which for a
+ * store with a page cache is not yet durable. If its host loses power, the
+ * writes no flush covered on it are gone, and it cannot tell: it comes back
+ * with older bytes and takes itself as current. Nobody else can tell
+ * either, unless the client keeps track: per member, the chunks of the
+ * writes it acknowledged since its last successful flush. When the member
+ * leaves NORMAL (its session died, it failed a request, the operator held
+ * it out), the client has the members still NORMAL record those chunks as
+ * missed by it (MAP_ADD), as if it had missed the writes, so that it copies
+ * them back from a peer before it serves them again. Its process may only
+ * have crashed and its page cache kept everything; the copy is then
+ * redundant, and costs the chunks written since the last flush.
+ *
+ * A flush covers what the member acknowledged before the flush went out to
+ * it: that is moved to @flushing, dropped when the flush succeeds there.
+ * While one flush is out, a second one takes no snapshot (it covers more,
+ * but its success clears nothing: counted once more until the next flush).
+ *
+ * The record must land before anything relies on it: the member's next
+ * admission takes the maps, and a pull waits for records like for writes in
+ * flight (client_io_writes_in_flight); and a flush the consumer sends
+ * waits until they are on the others, so that a flush acknowledged to it
+ * never leaves a lost write unrecorded should the others then go down too.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_internal.h"
+#include "compiler.h"
+#include "log.h"
+
+/* Ranges one departure is recorded in at most: more chunks beat more messages. */
+#define RECORD_RANGES 32
+
+static uint64_t pool_chunks(const struct rmr_client *c)
+{
+	return (c->pool_size + c->chunk_size - 1) / c->chunk_size;
+}
+
+static struct dirty_map *map_new(uint64_t nchunks)
+{
+	struct dirty_map *m = calloc(1, sizeof(*m));
+
+	if (m && dirty_map_init(m, nchunks) < 0) {
+		free(m);
+		return NULL;
+	}
+	return m;
+}
+
+static void map_free(struct dirty_map *m)
+{
+	if (m) {
+		dirty_map_destroy(m);
+		free(m);
+	}
+}
+
+static bool tracking(const struct member *m)
+{
+	return m->c->opts.volatile_writes && m->c->geometry_known && !m->unflushed_unknown;
+}
+
+void unflushed_note_ack(struct member *m, uint64_t addr, uint32_t len)
+{
+	struct rmr_client *c = m->c;
+	uint64_t first, last;
+
+	if (!len || !tracking(m))
+		return;
+	if (!m->unflushed) {
+		m->unflushed = map_new(pool_chunks(c));
+		m->flushing = map_new(pool_chunks(c));
+	}
+	first = addr / c->chunk_size;
+	last = (addr + len - 1) / c->chunk_size;
+	if (!m->unflushed || !m->flushing ||
+	    dirty_map_mark(m->unflushed, first, last - first + 1) < 0) {
+		log_warn("pool=%s member=%u: no memory to track its unflushed writes: all of the pool counts as unflushed until it leaves",
+			 c->name, m->id);
+		m->unflushed_unknown = true;
+	}
+}
+
+void unflushed_flush_sent(struct member *m, const struct slot *s)
+{
+	struct dirty_map *t;
+
+	if (!tracking(m) || !m->unflushed || m->flush_out)
+		return;
+	/* @flushing is empty while no flush is out: a swap is the snapshot. */
+	t = m->flushing;
+	m->flushing = m->unflushed;
+	m->unflushed = t;
+	m->flush_out = true;
+	m->flush_slot = s->index;
+	m->flush_seq = s->seq;
+}
+
+void unflushed_flush_answered(struct member *m, const struct slot *s, bool ok)
+{
+	if (!m->flush_out || m->flush_slot != s->index || m->flush_seq != s->seq)
+		return;
+	m->flush_out = false;
+	if (!ok && dirty_map_merge(m->unflushed, m->flushing) < 0)
+		m->unflushed_unknown = true;
+	dirty_map_clear_all(m->flushing);
+}
+
+/* Append [@first, @first + @count) chunks missed by @id, in MAP_ADD-sized pieces. */
+static bool queue_range(struct rmr_client *c, uint16_t id, uint64_t first, uint64_t count)
+{
+	uint64_t per = UINT32_MAX / c->chunk_size; /* chunks one MAP_ADD range holds */
+
+	while (count) {
+		uint64_t n = RMR_MIN(count, per);
+
+		if (c->nrecords == c->records_cap) {
+			unsigned cap = c->records_cap ? 2 * c->records_cap : RECORD_RANGES;
+			struct unflushed_record *r = realloc(c->records, cap * sizeof(*r));
+
+			if (!r)
+				return false;
+			c->records = r;
+			c->records_cap = cap;
+		}
+		if (!c->nrecords)
+			client_io_hold(c); /* close sends them first */
+		c->records[c->nrecords++] = (struct unflushed_record){
+			.id = id,
+			.addr = first * c->chunk_size,
+			.len = (uint32_t)RMR_MIN(n * c->chunk_size, c->pool_size - first * c->chunk_size),
+		};
+		/* Until it is recorded, the member must take the maps before it serves. */
+		c->missed_inflight[id]++;
+		first += n;
+		count -= n;
+	}
+	return true;
+}
+
+void unflushed_member_left(struct member *m, enum rmr_member_state to)
+{
+	struct rmr_client *c = m->c;
+	struct dirty_range ranges[RECORD_RANGES];
+	unsigned n = 0;
+	uint64_t chunks = 0;
+	bool unknown = m->unflushed_unknown, queued = true;
+
+	if (m->unflushed) {
+		if (dirty_map_merge(m->unflushed, m->flushing) < 0)
+			unknown = true;
+		if (!unknown)
+			n = dirty_map_cover(m->unflushed, RECORD_RANGES, ranges);
+		chunks = dirty_map_count(m->unflushed);
+		dirty_map_clear_all(m->unflushed);
+		dirty_map_clear_all(m->flushing);
+	}
+	m->flush_out = false;
+	m->unflushed_unknown = false;
+	if (unknown) {
+		ranges[0] = (struct dirty_range){ 0, pool_chunks(c) };
+		chunks = ranges[0].count;
+		n = 1;
+	}
+	/* Out of the pool for good, nothing of it is read again; or our sessions end. */
+	if (!n || to == RMR_MEMBER_REMOVED || c->said_goodbye)
+		return;
+	if (!client_normal_count(c)) {
+		log_warn("pool=%s member=%u: left with %llu chunks of writes no flush covered on it, and no other member holds them: should its host have lost power, they are lost",
+			 c->name, m->id, (unsigned long long)chunks);
+		return;
+	}
+	for (unsigned i = 0; i < n && queued; i++)
+		queued = queue_range(c, m->id, ranges[i].first, ranges[i].count);
+	if (!queued)
+		log_err("pool=%s member=%u: no memory to record its unflushed writes as missed: it may serve writes its host lost",
+			c->name, m->id);
+	log_notice("pool=%s member=%u: left with %llu chunks of writes no flush covered on it: the others record them as missed by it, in case its host lost power",
+		   c->name, m->id, (unsigned long long)chunks);
+	client_missed_recompute(c);
+}
+
+/* The oldest queued record leaves the queue (sent, or given up). */
+static void record_pop(struct rmr_client *c)
+{
+	memmove(&c->records[0], &c->records[1], --c->nrecords * sizeof(c->records[0]));
+	if (!c->nrecords)
+		client_io_unhold(c);
+}
+
+static void release_flushes(struct rmr_client *c)
+{
+	struct slot *s = c->flush_wait_head;
+
+	if (c->nrecords || c->records_inflight)
+		return;
+	c->flush_wait_head = c->flush_wait_tail = NULL;
+	while (s) {
+		struct slot *next = s->ready_next;
+
+		client_io_redispatch(c, s);
+		s = next;
+	}
+}
+
+/* Give the oldest queued record up: nobody can hold it, or nothing may go out. */
+static void record_drop(struct rmr_client *c)
+{
+	c->missed_inflight[c->records[0].id]--;
+	record_pop(c);
+	client_missed_recompute(c);
+}
+
+void unflushed_send_records(struct rmr_client *c)
+{
+	/* A record that ends at once brings us back here: the outer call goes on. */
+	if (c->records_sending)
+		return;
+	c->records_sending = true;
+	while (c->nrecords) {
+		if (c->fenced) {
+			record_drop(c);
+			continue;
+		}
+		if (!client_normal_count(c)) {
+			/* Nobody to hold the record: the writes are only on those away. */
+			log_warn("pool=%s member=%u: no member left to record its unflushed writes on",
+				 c->name, c->records[0].id);
+			record_drop(c);
+			continue;
+		}
+		c->records_inflight++;
+		if (client_io_send_record(c, &c->records[0]) == -EAGAIN) {
+			c->records_inflight--;
+			break; /* the record in flight ends and brings us back */
+		}
+		record_pop(c);
+	}
+	c->records_sending = false;
+	release_flushes(c);
+}
+
+void unflushed_record_done(struct rmr_client *c)
+{
+	c->records_inflight--;
+	unflushed_send_records(c);
+}
+
+bool unflushed_hold_flush(struct rmr_client *c, struct slot *s)
+{
+	if (!(s->io.flags & RMR_IO_FLUSH) || (!c->nrecords && !c->records_inflight))
+		return false;
+	s->ready_next = NULL;
+	if (c->flush_wait_tail)
+		c->flush_wait_tail->ready_next = s;
+	else
+		c->flush_wait_head = s;
+	c->flush_wait_tail = s;
+	return true;
+}
+
+void unflushed_free(struct rmr_client *c)
+{
+	for (unsigned i = 0; i < c->nmembers; i++) {
+		map_free(c->members[i].unflushed);
+		map_free(c->members[i].flushing);
+		c->members[i].unflushed = c->members[i].flushing = NULL;
+	}
+	free(c->records);
+	c->records = NULL;
+}
