@@ -95,10 +95,47 @@ BRMR_EXPORT int brmr_open(const struct rmr_client_opts *opts, struct brmr_dev **
 	return 0;
 }
 
+struct close_flush {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+};
+
+static void close_flush_done(void *priv, int status)
+{
+	struct close_flush *cf = priv;
+
+	(void)status; /* a member that failed it left NORMAL: its writes are on record */
+	pthread_mutex_lock(&cf->lock);
+	cf->done = true;
+	pthread_cond_signal(&cf->cond);
+	pthread_mutex_unlock(&cf->lock);
+}
+
+/*
+ * What the members acknowledged from their page caches goes to their disks
+ * before the sessions end: once closed, nobody counts it as at risk any
+ * more (rmr_client_opts.volatile_writes), so a host that lost power later
+ * would lose it unseen.
+ */
+static void flush_before_close(struct brmr_dev *d)
+{
+	struct close_flush cf = { .lock = PTHREAD_MUTEX_INITIALIZER,
+				  .cond = PTHREAD_COND_INITIALIZER };
+
+	if (brmr_submit(d, BRMR_OP_FLUSH, 0, 0, 0, NULL, 0, close_flush_done, &cf) < 0)
+		return;
+	pthread_mutex_lock(&cf.lock);
+	while (!cf.done)
+		pthread_cond_wait(&cf.cond, &cf.lock);
+	pthread_mutex_unlock(&cf.lock);
+}
+
 BRMR_EXPORT void brmr_close(struct brmr_dev *d)
 {
 	if (!d)
 		return;
+	flush_before_close(d);
 	rmr_client_close(d->client); /* waits for every piece in flight */
 	pthread_mutex_destroy(&d->lock);
 	pthread_cond_destroy(&d->freed);

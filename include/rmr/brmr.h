@@ -66,7 +66,11 @@ typedef void (*brmr_cb)(void *priv, int status);
  */
 int brmr_open(const struct rmr_client_opts *opts, struct brmr_dev **out);
 
-/** Close: waits for requests in flight. Not from a callback. */
+/**
+ * Close: waits for requests in flight, flushes every member (so that no
+ * write is left only in a member's page cache), then ends the sessions.
+ * Not from a callback.
+ */
 void brmr_close(struct brmr_dev *d);
 
 /** The pool below, for status and info. */

@@ -232,6 +232,21 @@ START_TEST(trim_zeroes_and_flush_reach_the_stores)
 }
 END_TEST
 
+/* Closing flushes every member: nothing stays only in their page caches. */
+START_TEST(close_flushes_every_member)
+{
+	static uint8_t buf[4096];
+	struct iovec v = { buf, sizeof(buf) };
+
+	ck_assert_int_eq(run(BRMR_OP_WRITE, 0, CHUNK, sizeof(buf), &v, 1), 0);
+	ck_assert_int_eq(atomic_load(&stores[0].flushes) + atomic_load(&stores[1].flushes), 0);
+	brmr_close(dev);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(atomic_load(&stores[i].flushes), 1);
+	open_dev(16);
+}
+END_TEST
+
 START_TEST(bad_requests_are_refused)
 {
 	static uint8_t buf[4096];
@@ -397,6 +412,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, unaligned_request_is_split_and_reassembled);
 	tcase_add_test(tc, trim_zeroes_and_flush_reach_the_stores);
+	tcase_add_test(tc, close_flushes_every_member);
 	tcase_add_test(tc, bad_requests_are_refused);
 	tcase_add_test(tc, loop_thread_submission_never_waits);
 	tcase_add_test(tc, loop_thread_submission_with_one_slot);
