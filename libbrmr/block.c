@@ -133,10 +133,19 @@ static void flush_before_close(struct brmr_dev *d)
 
 BRMR_EXPORT void brmr_close(struct brmr_dev *d)
 {
-	if (!d)
+	brmr_close_and_record(d, NULL);
+}
+
+BRMR_EXPORT void brmr_close_and_record(struct brmr_dev *d, struct rmr_close_record *rec)
+{
+	if (!d) {
+		if (rec)
+			memset(rec, 0, sizeof(*rec));
 		return;
+	}
 	flush_before_close(d);
-	rmr_client_close(d->client); /* waits for every piece in flight */
+	/* Waits for every piece in flight. */
+	rmr_client_close_and_record(d->client, rec);
 	pthread_mutex_destroy(&d->lock);
 	pthread_cond_destroy(&d->freed);
 	free(d->parents);

@@ -63,6 +63,7 @@ struct config {
 	const char *tcp;
 	const char *export_name;
 	char *control_path;     /* absolute or NULL */
+	char *record_path;      /* the record of the last clean close, or NULL */
 	const char *ready_file;
 	const char *pid_file;
 	unsigned queue_depth;
@@ -105,6 +106,10 @@ static void usage(FILE *f)
 		"                           open even though these members do not answer:\n"
 		"                           gives up the writes only they may hold (a member\n"
 		"                           gone for good; see nbd-brmr(8))\n"
+		"      --close-record FILE  where a clean shutdown records which members were\n"
+		"                           current, so that the next start may go on without\n"
+		"                           the others (default: the control socket's path with\n"
+		"                           .closed for .ctl; \"\" for none)\n"
 		"      --key-file PATH      the pool key (mode 0600, made by brmrctl create);\n"
 		"                           default the pool file's key_file (NAME.key next to\n"
 		"                           it); without one the members must be an open pool\n"
@@ -270,6 +275,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		{ "min-legs", required_argument, NULL, 'L' },
 		{ "takeover", no_argument, NULL, 'K' },
 		{ "open-without", required_argument, NULL, 'W' },
+		{ "close-record", required_argument, NULL, 'D' },
 		{ "key-file", required_argument, NULL, 'k' },
 		{ "config", required_argument, NULL, 'C' },
 		{ "syslog", no_argument, NULL, 'S' },
@@ -278,6 +284,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *socket_arg = NULL, *control_arg = NULL, *config_arg = NULL;
+	const char *record_arg = NULL;
 	char host[256], port[16];
 	int c;
 
@@ -339,6 +346,9 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 			break;
 		case 'W':
 			cfg->open_without |= parse_ids("--open-without", optarg);
+			break;
+		case 'D':
+			record_arg = optarg;
 			break;
 		case 'k':
 			cfg->key_file = optarg;
@@ -421,6 +431,23 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 		cfg->control_path = absolute_path(control_arg);
 		if (!cfg->control_path) {
 			fprintf(stderr, "nbd-brmr: cannot resolve the control path\n");
+			exit(1);
+		}
+	}
+	if (record_arg ? *record_arg : cfg->control_path != NULL) {
+		size_t n;
+
+		if (record_arg) {
+			cfg->record_path = absolute_path(record_arg);
+		} else if ((n = strlen(cfg->control_path)) > 4 &&
+			   !strcmp(cfg->control_path + n - 4, ".ctl")) {
+			if (asprintf(&cfg->record_path, "%.*s.closed", (int)(n - 4), cfg->control_path) < 0)
+				cfg->record_path = NULL;
+		} else if (asprintf(&cfg->record_path, "%s.closed", cfg->control_path) < 0) {
+			cfg->record_path = NULL;
+		}
+		if (!cfg->record_path) {
+			fprintf(stderr, "nbd-brmr: cannot resolve the close record path\n");
 			exit(1);
 		}
 	}
@@ -600,12 +627,72 @@ static int run(struct runtime *rt)
 	}
 }
 
+/* Member ids as "1, 3". */
+static void ids_text(uint64_t ids, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID && n < len; id++)
+		if (ids & (1ull << id))
+			n += (size_t)snprintf(buf + n, len - n, "%s%u", n ? ", " : "", id);
+}
+
+/*
+ * The record of the last clean close, for the open (@p rec, @return
+ * whether there is one). Used once: a stale one opens nothing anyway
+ * (librmr checks the epoch), and no file stays to puzzle an operator.
+ */
+static bool close_record_take(const struct config *cfg, struct rmr_close_record *rec)
+{
+	char ids[192];
+	int rc;
+
+	if (!cfg->record_path)
+		return false;
+	rc = nbdb_close_record_load(cfg->record_path, rec);
+	if (rc == -ENOENT)
+		return false;
+	if (rc < 0) {
+		nbdb_log(NBDB_WARN, "ignoring %s: %s", cfg->record_path,
+			 rc == -EINVAL ? "not a close record" : strerror(-rc));
+		return false;
+	}
+	ids_text(rec->current_ids, ids, sizeof(ids));
+	nbdb_log(NBDB_NOTICE, "last clean close (%s): writer epoch %llu, members %s current",
+		 cfg->record_path, (unsigned long long)rec->writer_epoch, ids);
+	return true;
+}
+
+/* Close the pool; keep what a clean close proves for the next start. */
+static void close_pool(struct runtime *rt)
+{
+	const struct config *cfg = &rt->cfg;
+	struct rmr_close_record rec;
+	char ids[192];
+	int rc;
+
+	brmr_close_and_record(rt->dev, &rec);
+	if (!cfg->record_path || !rec.writer_epoch)
+		return;
+	rc = nbdb_close_record_save(cfg->record_path, cfg->pool, &rec);
+	ids_text(rec.current_ids, ids, sizeof(ids));
+	if (rc < 0)
+		nbdb_log(NBDB_WARN, "cannot write %s: %s (the next start waits for every member)",
+			 cfg->record_path, strerror(-rc));
+	else
+		nbdb_log(NBDB_NOTICE, "recorded the clean close in %s: members %s current",
+			 cfg->record_path, ids);
+}
+
 int main(int argc, char **argv)
 {
 	static struct runtime rtv = { .listen_fd = -1, .control_fd = -1, .sig_fd = -1 };
 	struct runtime *rt = &rtv;
 	struct config *cfg = &rt->cfg;
 	struct rmr_client_opts o;
+	struct rmr_close_record last_close;
+	bool had_record;
 	char why[512], pid[32];
 	sigset_t sigs;
 	int rc, status = 1;
@@ -666,7 +753,12 @@ int main(int argc, char **argv)
 	}
 	o.ops = &nbdb_client_ops;
 	o.priv = &rt->ctl;
+	had_record = close_record_take(cfg, &last_close);
+	if (had_record)
+		o.last_close = &last_close;
 	rc = brmr_open(&o, &rt->dev);
+	if (rc == 0 && had_record && unlink(cfg->record_path) < 0 && errno != ENOENT)
+		nbdb_log(NBDB_WARN, "cannot remove %s: %s", cfg->record_path, strerror(errno));
 	if (rc < 0) {
 		nbdb_log(NBDB_ERR, "cannot open the pool: %s", rc == -EBUSY ?
 			 "another writer holds it (stop it, or take over with --takeover)" :
@@ -687,7 +779,7 @@ int main(int argc, char **argv)
 		.queue_depth = cfg->queue_depth,
 	};
 	if (nbdb_server_init(&rt->srv, &rt->ex) < 0) {
-		brmr_close(rt->dev);
+		close_pool(rt);
 		goto out;
 	}
 
@@ -729,7 +821,7 @@ out_close:
 	/* On the failure paths above no connection was accepted yet. */
 	remove_files(rt);
 	nbdb_server_destroy(&rt->srv);
-	brmr_close(rt->dev);
+	close_pool(rt);
 	if (status == 0)
 		nbdb_log(NBDB_NOTICE, "stopped");
 out:
@@ -739,6 +831,7 @@ out:
 	close(rt->sig_fd);
 	free(cfg->socket_path);
 	free(cfg->control_path);
+	free(cfg->record_path);
 	free(cfg->file);
 	return status;
 }

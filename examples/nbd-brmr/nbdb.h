@@ -116,6 +116,14 @@ struct nbdb_server {
 	struct nbdb_conn *stalled;    /* readers waiting for a context or slot */
 };
 
+/*
+ * close_record.c: the record of the last clean close, in a text file.
+ * load: 0 and @p rec; -ENOENT if there is none; -EINVAL if it does not
+ * parse (@p rec zeroed); another -errno. save: atomically, synced.
+ */
+int nbdb_close_record_load(const char *path, struct rmr_close_record *rec);
+int nbdb_close_record_save(const char *path, const char *pool, const struct rmr_close_record *rec);
+
 /* Before any connection; after brmr_open(). @return 0 or -errno (logged). */
 int nbdb_server_init(struct nbdb_server *s, const struct nbdb_export *ex);
 /* After the last connection ended; before brmr_close(). */

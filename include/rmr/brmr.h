@@ -73,6 +73,13 @@ int brmr_open(const struct rmr_client_opts *opts, struct brmr_dev **out);
  */
 void brmr_close(struct brmr_dev *d);
 
+/**
+ * brmr_close(), and fill @p rec with what the close proves (see
+ * rmr_client_close_and_record()): keep it for the next brmr_open()'s
+ * rmr_client_opts.last_close.
+ */
+void brmr_close_and_record(struct brmr_dev *d, struct rmr_close_record *rec);
+
 /** The pool below, for status and info. */
 struct rmr_client *brmr_client(struct brmr_dev *d);
 

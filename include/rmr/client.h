@@ -50,6 +50,19 @@ struct rmr_client_ops {
 	void (*map_update)(void *priv, uint16_t member_id, uint16_t source_id, int status);
 };
 
+/**
+ * What a writer's clean close proves, for its next open
+ * (rmr_client_close_and_record(), rmr_client_opts.last_close): at writer
+ * epoch @c writer_epoch, members @c current_ids held every write it
+ * acknowledged (NORMAL, nothing recorded as missed by them, and, with
+ * volatile_writes, every write flushed on them).
+ */
+struct rmr_close_record {
+	rmr_uuid pool_uuid;      /**< the pool it is about */
+	uint64_t writer_epoch;   /**< 0: the close proved nothing */
+	uint64_t current_ids;    /**< member ids (bit n = id n) */
+};
+
 /** Options of rmr_client_open(). Zero means "default" for every number. */
 struct rmr_client_opts {
 	size_t size;                    /**< sizeof(struct rmr_client_opts) */
@@ -123,6 +136,16 @@ struct rmr_client_opts {
 	 * rmr_pool_info.queue_depth).
 	 */
 	bool volatile_writes;
+	/**
+	 * The record of this writer's last clean close, or NULL. The open may
+	 * then go without the members outside its @c current_ids once every
+	 * one of those answered and granted the next writer epoch (no writer
+	 * came since): whatever the others missed is on their record, and
+	 * they take the maps when they return. Without it (or if it does not
+	 * hold: another pool, another writer since, a current member away),
+	 * the open waits for every attached member, as @c open_without says.
+	 */
+	const struct rmr_close_record *last_close;
 };
 
 /** rmr_client_opts.poll_us: the loop never polls. */
@@ -148,6 +171,16 @@ int rmr_client_open(const struct rmr_client_opts *opts, struct rmr_client **out)
  * run), then tears the sessions down. Must not be called from a callback.
  */
 void rmr_client_close(struct rmr_client *c);
+
+/**
+ * Close a pool like rmr_client_close(), and fill @p rec with what the close
+ * proves (@c writer_epoch 0 if nothing: fenced, no member current, a record
+ * of unflushed writes still on its way...). Keep it durably and give it to
+ * the next open (rmr_client_opts.last_close): it may then go on without
+ * members that are away. With volatile_writes, flush first: a member with
+ * writes no flush covered is not current here.
+ */
+void rmr_client_close_and_record(struct rmr_client *c, struct rmr_close_record *rec);
 
 /**
  * Completion of a request: @p status is a negative errno, or on success the

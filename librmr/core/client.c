@@ -705,6 +705,44 @@ static void on_reconcile_rsp(struct member *m, const struct rmr_msg *msg)
  * opts.open_without are given up by the operator. @p absent: the attached
  * members neither heard from nor given up.
  */
+/* Members as "member 3" or "members 1, 3". */
+static void ids_text(uint64_t ids, char *buf, size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, "member%s ", ids & (ids - 1) ? "s" : "");
+	bool first = true;
+
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID && n < len; id++) {
+		if (ids & (1ull << id)) {
+			n += (size_t)snprintf(buf + n, len - n, "%s%u", first ? "" : ", ", id);
+			first = false;
+		}
+	}
+}
+
+/*
+ * The writer's last clean close (opts.last_close) proves that the members
+ * current then hold every acknowledged write, if nobody wrote since: each
+ * of them answered and granted the epoch after the record's. What the
+ * others missed until then is on their record.
+ */
+static bool last_close_proves(const struct rmr_client *c)
+{
+	const struct rmr_close_record *r = &c->last_close;
+	uint64_t ids = 0;
+
+	if (!c->has_last_close || !r->writer_epoch || !r->current_ids ||
+	    memcmp(&r->pool_uuid, &c->uuid, sizeof(c->uuid)))
+		return false;
+	for (unsigned i = 0; i < c->nmembers; i++) {
+		const struct member *m = &c->members[i];
+
+		if (m->hello_done && m->id && (r->current_ids & (1ull << m->id)) &&
+		    m->granted_epoch == r->writer_epoch + 1)
+			ids |= 1ull << m->id;
+	}
+	return ids == r->current_ids;
+}
+
 static bool open_proven(struct rmr_client *c, uint64_t *absent)
 {
 	uint64_t attached = 0;
@@ -718,26 +756,20 @@ static bool open_proven(struct rmr_client *c, uint64_t *absent)
 		if (!c->membership.m[i].detached)
 			attached |= 1ull << c->membership.m[i].id;
 	*absent = attached & ~c->heard_ids & ~c->opts.open_without;
+	if (*absent && last_close_proves(c)) {
+		char ids[192];
+
+		ids_text(*absent, ids, sizeof(ids));
+		log_notice("pool=%s: opening without %s: behind at this writer's last clean close (epoch %llu), and no writer came since; back, they take the maps",
+			   c->name, ids, (unsigned long long)c->last_close.writer_epoch);
+		*absent = 0;
+	}
 	if (*absent)
 		return false;
 	if (c->opts.open_without & attached & ~c->heard_ids)
 		log_warn("pool=%s: opening without members 0x%llx, given up: writes only they held are lost",
 			 c->name, (unsigned long long)(c->opts.open_without & attached & ~c->heard_ids));
 	return c->proven = true;
-}
-
-/* Members as "member 3" or "members 1, 3". */
-static void ids_text(uint64_t ids, char *buf, size_t len)
-{
-	size_t n = (size_t)snprintf(buf, len, "member%s ", ids & (ids - 1) ? "s" : "");
-	bool first = true;
-
-	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID && n < len; id++) {
-		if (ids & (1ull << id)) {
-			n += (size_t)snprintf(buf + n, len - n, "%s%u", first ? "" : ", ", id);
-			first = false;
-		}
-	}
 }
 
 /* Members are on their way to NORMAL: a gather, a settling or map pulls run. */
@@ -1052,6 +1084,7 @@ static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
 	m->incarnation = h.incarnation;
 	m->stale_al = (h.flags & RMR_HELLO_RSP_STALE_AL) != 0;
 	c->writer_epoch = RMR_MAX(c->writer_epoch, h.writer_epoch);
+	m->granted_epoch = h.writer_epoch;
 	m->hello_done = true;
 	m->resolved = true;
 	c->heard_ids |= 1ull << m->id;
@@ -1451,6 +1484,11 @@ RMR_EXPORT int rmr_client_open(const struct rmr_client_opts *opts, struct rmr_cl
 			 c->name);
 	}
 	c->opts.key = NULL; /* the caller's bytes are not ours to keep */
+	if (c->opts.last_close) {
+		c->last_close = *c->opts.last_close;
+		c->has_last_close = true;
+		c->opts.last_close = NULL;
+	}
 	c->tops = rmr_transport_find(c->opts.transport);
 	if (!c->tops) {
 		client_free(c);
@@ -1536,11 +1574,43 @@ RMR_EXPORT int rmr_client_open(const struct rmr_client_opts *opts, struct rmr_cl
 	return 0;
 }
 
+/*
+ * What this close proves (rmr_client_close_and_record): the members that
+ * hold every write acknowledged to us, none of it only in a page cache.
+ * Nothing while the pool is in doubt: fenced, never opened, a membership
+ * change or a record of unflushed writes unfinished.
+ */
+static void fill_close_record(struct rmr_client *c, struct rmr_close_record *rec)
+{
+	uint64_t ids = 0;
+
+	memset(rec, 0, sizeof(*rec));
+	if (c->fenced || !c->proven || !c->geometry_known || c->mc.phase != MC_IDLE ||
+	    c->nrecords || c->records_inflight)
+		return;
+	for (unsigned i = 0; i < c->nmembers; i++) {
+		const struct member *m = &c->members[i];
+		uint64_t bit = 1ull << m->id;
+
+		if (m->state == RMR_MEMBER_NORMAL && m->hello_done &&
+		    !((c->missed_ids | c->unsettled_ids) & bit) &&
+		    (!c->opts.volatile_writes || unflushed_none(m)))
+			ids |= bit;
+	}
+	if (!ids)
+		return;
+	rec->pool_uuid = c->uuid;
+	rec->writer_epoch = c->writer_epoch;
+	rec->current_ids = ids;
+}
+
 static void say_goodbye(void *arg)
 {
 	struct rmr_client *c = arg;
 
 	c->said_goodbye = true;
+	if (c->close_record)
+		fill_close_record(c, c->close_record);
 	for (unsigned i = 0; i < c->nmembers; i++) {
 		struct member *m = &c->members[i];
 
@@ -1562,8 +1632,16 @@ static void close_sessions(void *arg)
 
 RMR_EXPORT void rmr_client_close(struct rmr_client *c)
 {
+	rmr_client_close_and_record(c, NULL);
+}
+
+RMR_EXPORT void rmr_client_close_and_record(struct rmr_client *c, struct rmr_close_record *rec)
+{
+	if (rec)
+		memset(rec, 0, sizeof(*rec));
 	if (!c)
 		return;
+	c->close_record = rec;
 	pthread_mutex_lock(&c->state_lock);
 	c->closing = true;
 	while (c->inflight) {

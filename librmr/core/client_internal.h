@@ -111,6 +111,7 @@ struct member {
 	uint64_t next_connect;       /* ns; 0 = not scheduled */
 	unsigned backoff_ms;
 	uint64_t map_ver, incarnation;
+	uint64_t granted_epoch;      /* the writer epoch its last hello answer granted */
 	uint64_t reported_missed;    /* member ids its own record says missed writes */
 	uint64_t peers_up;           /* member ids it last said it holds a session with */
 	unsigned tx_inflight;
@@ -249,6 +250,9 @@ struct rmr_client {
 	int open_status;
 	bool closing;
 	bool said_goodbye;           /* close: sessions end, members leave without a departure */
+	struct rmr_close_record *close_record; /* rmr_client_close_and_record: fill at the goodbye */
+	bool has_last_close;         /* opts.last_close, kept in @last_close */
+	struct rmr_close_record last_close;
 	uint32_t inflight;           /* slots between submit and release */
 	struct poll_policy poll;     /* when the loop polls for answers and requests (loop thread) */
 	uint64_t open_deadline;
@@ -366,5 +370,7 @@ void unflushed_record_done(struct rmr_client *c);
 /* Flush @s must wait: records are queued or in flight. Takes it if so. */
 bool unflushed_hold_flush(struct rmr_client *c, struct slot *s);
 void unflushed_free(struct rmr_client *c);
+/* @m holds no write it acknowledged that no flush covered. */
+bool unflushed_none(const struct member *m);
 
 #endif

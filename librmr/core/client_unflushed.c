@@ -266,6 +266,13 @@ bool unflushed_hold_flush(struct rmr_client *c, struct slot *s)
 	return true;
 }
 
+bool unflushed_none(const struct member *m)
+{
+	return !m->unflushed_unknown && !m->flush_out &&
+	       (!m->unflushed || !dirty_map_count(m->unflushed)) &&
+	       (!m->flushing || !dirty_map_count(m->flushing));
+}
+
 void unflushed_free(struct rmr_client *c)
 {
 	for (unsigned i = 0; i < c->nmembers; i++) {

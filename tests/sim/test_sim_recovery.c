@@ -69,6 +69,7 @@ static struct {
 	bool replace;                /* member_start: the store is a blank replacement */
 	bool patches;                /* write_some: half of the writes are patches */
 	uint64_t open_without;       /* the client's rmr_client_opts.open_without */
+	const struct rmr_close_record *last_close; /* ... and its last_close */
 	unsigned inflight;
 	uint64_t acked, failed;
 } w;
@@ -149,6 +150,7 @@ static int client_open_as(bool takeover, struct rmr_client **out)
 		.takeover = takeover,
 		.open_without = w.open_without,
 		.volatile_writes = w.cfg.volatile_writes,
+		.last_close = w.last_close,
 	};
 
 	for (unsigned i = 0; i < NMEMBERS; i++)
@@ -1287,6 +1289,73 @@ static void case_power_loss_under_load(void)
 	check_healed(1, NCHUNKS);
 }
 
+/* Close the client with a record of what it proves; the goodbyes land. */
+static void close_recorded(struct rmr_close_record *rec)
+{
+	rmr_client_close_and_record(w.c, rec);
+	w.c = NULL;
+	loop_sim_run(10 * MS);
+}
+
+/* An open refused for a member away; its goodbyes give the epoch back. */
+static void open_refused(void)
+{
+	ck_assert_int_eq(client_open_as(false, &w.c), -EHOSTUNREACH);
+	loop_sim_run(10 * MS);
+}
+
+/*
+ * A planned client restart while member 3 is away: the record of the clean
+ * close (members 1 and 2 current, flushed) lets the next open go without
+ * member 3, which missed writes; without the record it may not. A record
+ * that no longer holds opens nothing: a writer came since (the epoch moved
+ * on), a member it names current is away, or the flush did not cover the
+ * last writes. Member 3 back takes the maps and heals.
+ */
+static void case_clean_close_record(void)
+{
+	struct rmr_close_record rec, stale, unflushed;
+
+	write_some(100);
+	member_kill(2);
+	write_some(100);
+	wait_state(2, RMR_MEMBER_FAILED, 2000);
+	/* The last writes were not flushed: the close proves nothing. */
+	close_recorded(&unflushed);
+	ck_assert_uint_eq(unflushed.writer_epoch, 0);
+	w.open_without = 1ull << 3;
+	client_open();
+	w.open_without = 0;
+	write_some(50);
+	flush_all();
+	close_recorded(&rec);
+	ck_assert_uint_gt(rec.writer_epoch, 0);
+	ck_assert_uint_eq(rec.current_ids, (1ull << 1) | (1ull << 2));
+
+	open_refused();
+	w.last_close = &unflushed;
+	open_refused();
+	/* A current member away: the record does not prove the one left. */
+	w.last_close = &rec;
+	member_kill(1);
+	open_refused();
+	member_start(1, 0);
+	client_open();
+	write_some(50);
+	flush_all();
+	/* Used once: the next open's epoch is past it. */
+	stale = rec;
+	close_recorded(&rec);
+	w.last_close = &stale;
+	open_refused();
+	w.last_close = &rec;
+	client_open();
+	w.last_close = NULL;
+	write_some(50);
+	member_start(2, 0);
+	check_healed(2, NCHUNKS);
+}
+
 /* --- seeds ----------------------------------------------------------------------- */
 
 static void run_seeds(const char *name, void (*fn)(void), struct world_cfg cfg)
@@ -1343,6 +1412,8 @@ SIM_CASE_WITH(case_min_legs_failed_writes, .pool_size = POOL_SIZE, .chunk = CHUN
 SIM_CASE_WITH(case_member_power_loss, .pool_size = POOL_SIZE, .chunk = CHUNK,
 	      .volatile_writes = true)
 SIM_CASE_WITH(case_power_loss_under_load, .pool_size = POOL_SIZE, .chunk = CHUNK,
+	      .volatile_writes = true)
+SIM_CASE_WITH(case_clean_close_record, .pool_size = POOL_SIZE, .chunk = CHUNK,
 	      .volatile_writes = true)
 
 /* The same seed gives the same run: same virtual time, same counters. */
@@ -1404,6 +1475,7 @@ int main(void)
 	tcase_add_test(tc, case_min_legs_failed_writes_seeds);
 	tcase_add_test(tc, case_member_power_loss_seeds);
 	tcase_add_test(tc, case_power_loss_under_load_seeds);
+	tcase_add_test(tc, case_clean_close_record_seeds);
 	tcase_add_test(tc, same_seed_same_run);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
