@@ -260,7 +260,8 @@ static int set_value(struct parser *p, enum key_id k, const char *v)
 	case K_MIN_LEGS:
 		return set_uint(p, key, v, 1, RMR_MAX_MEMBERS, &c->min_legs);
 	case K_QUEUE_DEPTH:
-		return set_uint(p, key, v, 1, 1024, &c->queue_depth);
+		/* One slot is the client's own (rmr_client_opts.volatile_writes). */
+		return set_uint(p, key, v, 2, 1024, &c->queue_depth);
 	case K_SYNC_QUEUE_DEPTH:
 		return set_uint(p, key, v, 1, 256, &c->sync_queue_depth);
 	case K_RESYNC_RATE:

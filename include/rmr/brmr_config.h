@@ -85,7 +85,7 @@ struct brmr_config {
 	char transport[8];                  /**< "fabric" (default) or "mem" */
 	char provider[8];                   /**< "tcp" (default), "shm" or "verbs" */
 	unsigned min_legs;                  /**< members that must apply a write: 1..members (default 1) */
-	unsigned queue_depth;               /**< request slots per session: 1..1024 (default 128) */
+	unsigned queue_depth;               /**< request slots per session: 2..1024 (default 128; the client keeps one for itself) */
 	unsigned sync_queue_depth;          /**< resync pieces in flight: 1..256 (default 32) */
 	uint64_t resync_rate;               /**< resync bytes per second, 0 = unlimited (default) */
 	unsigned heartbeat_ms;              /**< heartbeat interval: 10..60000 (default 250) */

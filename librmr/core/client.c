@@ -1075,6 +1075,11 @@ static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
 		member_fail(m, "member accepts smaller requests than the pool");
 		return;
 	}
+	if (h.queue_depth < c->qd) {
+		/* A slot beyond its queue depth would end the session mid-request. */
+		member_fail(m, "member accepts fewer requests in flight than the client's queue depth");
+		return;
+	}
 	if (m->incarnation && m->incarnation != h.incarnation)
 		log_info("pool=%s member=%u: member process restarted", c->name, h.member_id);
 	m->id = h.member_id;

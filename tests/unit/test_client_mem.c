@@ -626,6 +626,30 @@ START_TEST(bad_requests_are_refused_without_callback)
 }
 END_TEST
 
+/*
+ * Members grant 128 slots (their default): a client with more would end a
+ * session the first time it used one beyond, so it refuses them at the
+ * hello, and the open finds no member.
+ */
+START_TEST(members_with_a_smaller_queue_depth_are_refused)
+{
+	const char *addrs[NMEMBERS];
+	struct rmr_client_opts o = { .size = sizeof(o), .pool_name = "vol", .transport = "mem",
+				     .nmembers = NMEMBERS, .members = addrs, .queue_depth = 256,
+				     .heartbeat_ms = 50, .failure_timeout_ms = 500,
+				     .open_timeout_ms = 500 };
+	struct rmr_client *c = NULL;
+
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		addrs[i] = members[i].addr;
+	ck_assert_int_lt(rmr_client_open(&o, &c), 0);
+	ck_assert_ptr_null(c);
+	o.queue_depth = 128;
+	ck_assert_int_eq(rmr_client_open(&o, &c), 0);
+	rmr_client_close(c);
+}
+END_TEST
+
 START_TEST(poll_option_is_checked_and_off_works)
 {
 	static uint8_t in[4096], out[4096];
@@ -1949,6 +1973,7 @@ int main(void)
 	tcase_add_test(tc, write_fans_out_and_reads_back);
 	tcase_add_test(tc, meta_blob_keeps_pull_version_and_refuses_bad_ones);
 	tcase_add_test(tc, bad_requests_are_refused_without_callback);
+	tcase_add_test(tc, members_with_a_smaller_queue_depth_are_refused);
 	tcase_add_test(tc, poll_option_is_checked_and_off_works);
 	tcase_add_test(tc, lone_request_answer_is_polled_for);
 	tcase_add_test(tc, bad_activity_log_extents_are_refused);

@@ -229,7 +229,8 @@ START_TEST(bad_values)
 	refused("[pool]\nprovider = udp\n", 2, "provider: 'udp' is not tcp, shm or verbs");
 	refused("[pool]\nmin_legs = 0\n", 2, "min_legs: '0' is not a whole number in 1..16");
 	refused("[pool]\nmin_legs = 17\n", 2, "in 1..16");
-	refused("[pool]\nqueue_depth = 1025\n", 2, "queue_depth: '1025' is not a whole number in 1..1024");
+	refused("[pool]\nqueue_depth = 1025\n", 2, "queue_depth: '1025' is not a whole number in 2..1024");
+	refused("[pool]\nqueue_depth = 1\n", 2, "queue_depth: '1' is not a whole number in 2..1024");
 	refused("[pool]\nqueue_depth = 0x10\n", 2, "is not a whole number");
 	refused("[pool]\nsync_queue_depth = 257\n", 2, "sync_queue_depth: '257' is not a whole number in 1..256");
 	refused("[pool]\nresync_rate = fast\n", 2, "resync_rate: 'fast' is not a rate");
