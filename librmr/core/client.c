@@ -1620,7 +1620,9 @@ static void say_goodbye(void *arg)
 		struct member *m = &c->members[i];
 
 		if (m->hello_done) {
-			ctrl_encode(c, &m->goodbye, RMR_MSG_GOODBYE, 0, 0);
+			/* A failed open says so: only then a member gives the epoch back. */
+			ctrl_encode(c, &m->goodbye, RMR_MSG_GOODBYE, 0,
+				    c->open_status < 0 ? c->open_status : 0);
 			member_send_ctrl(m, &m->goodbye, 0);
 		}
 	}

@@ -59,6 +59,8 @@ struct slot {
 	uint64_t missed_counted; /* write: ids of @missed_ids counted in the client's in-flight misses */
 	int first_err;
 	uint64_t first_answer;   /* when the first of several answers came (poll_on_answer) */
+	bool flush_ended;        /* a flush that ended while records were on their way: */
+	int flush_status;        /* ... its status, told once they are on the others */
 	unsigned deps;           /* earlier overlapping writes still in progress */
 	bool has_dependents;
 	struct slot *next;       /* submission queue / ordered-writes list */
@@ -150,6 +152,12 @@ struct member {
 	/* counters */
 	uint64_t reads, writes, read_bytes, write_bytes, errors, reconnects;
 	uint64_t tx_bytes, rx_bytes, map_updates;
+};
+
+struct unflushed_record {
+	uint16_t id;                 /* the member that may have lost them */
+	uint64_t addr;               /* bytes, chunk aligned */
+	uint32_t len;
 };
 
 struct rmr_client {
@@ -265,15 +273,13 @@ struct rmr_client {
 	struct unflushed_record *records;
 	unsigned nrecords, records_cap, records_inflight;
 	bool records_sending;        /* unflushed_send_records runs */
+	bool record_failed_at_once;  /* ... and the record it sent failed before it returned */
+	bool records_held;           /* queued records count in @inflight (close waits) */
+	struct unflushed_record record_out; /* the one in flight (the record slot's) */
 	uint32_t record_slot;        /* the slot records go in, outside the pool (UINT32_MAX: none) */
 	struct slot *flush_wait_head, *flush_wait_tail;
 };
 
-struct unflushed_record {
-	uint16_t id;                 /* the member that may have lost them */
-	uint64_t addr;               /* bytes, chunk aligned */
-	uint32_t len;
-};
 
 /* client.c */
 void member_fail(struct member *m, const char *reason);
@@ -354,6 +360,8 @@ void client_io_hold(struct rmr_client *c);
 bool client_io_unhold(struct rmr_client *c); /* @return: nothing is in flight */
 /* Send a write again that waited (a flush behind records). */
 void client_io_redispatch(struct rmr_client *c, struct slot *s);
+/* Complete a flush whose end waited for records (s->flush_status). */
+void client_io_end_flush(struct rmr_client *c, struct slot *s);
 
 /* client_unflushed.c: what a member with a volatile store may lose to a power loss */
 /* @m acknowledged a write of [@addr, @addr + @len). */
@@ -365,9 +373,14 @@ void unflushed_flush_answered(struct member *m, const struct slot *s, bool ok);
 void unflushed_member_left(struct member *m, enum rmr_member_state to);
 /* Send the queued records while slots last (tick, and as records end). */
 void unflushed_send_records(struct rmr_client *c);
-/* A record's MAP_ADD finished. */
-void unflushed_record_done(struct rmr_client *c);
-/* Flush @s must wait: records are queued or in flight. Takes it if so. */
+/* A record's MAP_ADD finished: @status < 0, not every member took it. */
+void unflushed_record_done(struct rmr_client *c, int status);
+/* Records wait and some member is up to take them (a map pull waits for them). */
+bool unflushed_records_sendable(const struct rmr_client *c);
+/*
+ * Flush @s must wait, to go out or (s->flush_ended) to complete: records
+ * are queued or in flight. Takes it if so.
+ */
 bool unflushed_hold_flush(struct rmr_client *c, struct slot *s);
 void unflushed_free(struct rmr_client *c);
 /* @m holds no write it acknowledged that no flush covered. */

@@ -172,6 +172,7 @@ int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned fla
 	s->holder_ids = s->missed_counted = 0;
 	s->first_err = 0;
 	s->first_answer = 0;
+	s->flush_ended = false;
 	s->deps = 0;
 	s->has_dependents = false;
 	s->phase = SLOT_QUEUED;
@@ -241,6 +242,19 @@ static void complete(struct rmr_client *c, struct slot *s, int status)
 	struct slot *ready = NULL;
 	bool idle;
 
+	/*
+	 * A flush is told done only once what members that left during it had
+	 * not flushed is on the others: acknowledged before, it would promise
+	 * writes that a power loss took and nobody recorded.
+	 */
+	if ((s->io.flags & RMR_IO_FLUSH) && !s->flush_ended) {
+		s->flush_ended = true;
+		s->flush_status = status;
+		if (unflushed_hold_flush(c, s)) {
+			s->phase = SLOT_BLOCKED;
+			return;
+		}
+	}
 	if (was_write) {
 		/*
 		 * A write some member applied and failed anyway (fewer than
@@ -443,7 +457,7 @@ static void write_enqueue(struct rmr_client *c, struct slot *s)
 bool client_io_writes_in_flight(const struct rmr_client *c)
 {
 	/* Records not yet sent name writes a pull must see (client_unflushed.c). */
-	if (c->nrecords)
+	if (unflushed_records_sendable(c))
 		return true;
 	for (const struct slot *w = c->writes_head; w; w = w->next)
 		if (w->phase == SLOT_SENT || w->phase == SLOT_MAP_ADD)
@@ -808,10 +822,14 @@ void client_io_redispatch(struct rmr_client *c, struct slot *s)
 	dispatch_write(c, s);
 }
 
+void client_io_end_flush(struct rmr_client *c, struct slot *s)
+{
+	complete(c, s, s->flush_status);
+}
+
 static void record_done(void *priv, int status)
 {
-	(void)status; /* a record nobody took: as for a write's MAP_ADD */
-	unflushed_record_done(priv);
+	unflushed_record_done(priv, status);
 }
 
 int client_io_send_record(struct rmr_client *c, const struct unflushed_record *r)

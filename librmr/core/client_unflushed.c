@@ -67,6 +67,9 @@ static bool tracking(const struct member *m)
 	return m->c->opts.volatile_writes && m->c->geometry_known && !m->unflushed_unknown;
 }
 
+static bool queue_range(struct rmr_client *c, uint16_t id, uint64_t first, uint64_t count);
+static void records_hold_update(struct rmr_client *c);
+
 void unflushed_note_ack(struct member *m, uint64_t addr, uint32_t len)
 {
 	struct rmr_client *c = m->c;
@@ -74,12 +77,24 @@ void unflushed_note_ack(struct member *m, uint64_t addr, uint32_t len)
 
 	if (!len || !tracking(m))
 		return;
+	first = addr / c->chunk_size;
+	last = (addr + len - 1) / c->chunk_size;
+	/*
+	 * An answer to a write sent before it left NORMAL, its session still up
+	 * (maintenance): its departure's record is made, this one goes at once.
+	 */
+	if (m->state != RMR_MEMBER_NORMAL) {
+		if (!c->said_goodbye && m->state != RMR_MEMBER_REMOVED &&
+		    !queue_range(c, m->id, first, last - first + 1))
+			client_note_missed(c, 1ull << m->id);
+		records_hold_update(c);
+		client_missed_recompute(c);
+		return;
+	}
 	if (!m->unflushed) {
 		m->unflushed = map_new(pool_chunks(c));
 		m->flushing = map_new(pool_chunks(c));
 	}
-	first = addr / c->chunk_size;
-	last = (addr + len - 1) / c->chunk_size;
 	if (!m->unflushed || !m->flushing ||
 	    dirty_map_mark(m->unflushed, first, last - first + 1) < 0) {
 		log_warn("pool=%s member=%u: no memory to track its unflushed writes: all of the pool counts as unflushed until it leaves",
@@ -130,8 +145,6 @@ static bool queue_range(struct rmr_client *c, uint16_t id, uint64_t first, uint6
 			c->records = r;
 			c->records_cap = cap;
 		}
-		if (!c->nrecords)
-			client_io_hold(c); /* close sends them first */
 		c->records[c->nrecords++] = (struct unflushed_record){
 			.id = id,
 			.addr = first * c->chunk_size,
@@ -172,18 +185,16 @@ void unflushed_member_left(struct member *m, enum rmr_member_state to)
 	/* Out of the pool for good, nothing of it is read again; or our sessions end. */
 	if (!n || to == RMR_MEMBER_REMOVED || c->said_goodbye)
 		return;
-	if (!client_normal_count(c)) {
-		log_warn("pool=%s member=%u: left with %llu chunks of writes no flush covered on it, and no other member holds them: should its host have lost power, they are lost",
-			 c->name, m->id, (unsigned long long)chunks);
-		return;
-	}
 	for (unsigned i = 0; i < n && queued; i++)
 		queued = queue_range(c, m->id, ranges[i].first, ranges[i].count);
-	if (!queued)
-		log_err("pool=%s member=%u: no memory to record its unflushed writes as missed: it may serve writes its host lost",
+	if (!queued) {
+		log_err("pool=%s member=%u: no memory to record its unflushed writes as missed: it takes the maps before it serves, but may lack some of them",
 			c->name, m->id);
+		client_note_missed(c, 1ull << m->id);
+	}
 	log_notice("pool=%s member=%u: left with %llu chunks of writes no flush covered on it: the others record them as missed by it, in case its host lost power",
 		   c->name, m->id, (unsigned long long)chunks);
+	records_hold_update(c);
 	client_missed_recompute(c);
 }
 
@@ -191,31 +202,84 @@ void unflushed_member_left(struct member *m, enum rmr_member_state to)
 static void record_pop(struct rmr_client *c)
 {
 	memmove(&c->records[0], &c->records[1], --c->nrecords * sizeof(c->records[0]));
-	if (!c->nrecords)
+}
+
+/*
+ * Close waits for records that a member is up to take (it counts them as
+ * a request in flight), not for those nobody can take: it would never end.
+ */
+static void records_hold_update(struct rmr_client *c)
+{
+	bool want = unflushed_records_sendable(c);
+
+	if (want == c->records_held)
+		return;
+	c->records_held = want;
+	if (want)
+		client_io_hold(c);
+	else
 		client_io_unhold(c);
 }
 
+/*
+ * Records are on their way to the others. (Queued ones that nobody is up
+ * to take hold no flush: it would wait for a member to return, while
+ * writes fail at once; they go before their member serves again.)
+ */
+static bool holder_up(const struct rmr_client *c, uint16_t id);
+
+static bool recording(const struct rmr_client *c)
+{
+	return c->records_inflight || unflushed_records_sendable(c);
+}
+
+/* Records are on the others: the flushes that waited go out, or end. */
 static void release_flushes(struct rmr_client *c)
 {
 	struct slot *s = c->flush_wait_head;
 
-	if (c->nrecords || c->records_inflight)
+	if (recording(c))
 		return;
 	c->flush_wait_head = c->flush_wait_tail = NULL;
 	while (s) {
 		struct slot *next = s->ready_next;
 
-		client_io_redispatch(c, s);
+		if (s->flush_ended)
+			client_io_end_flush(c, s);
+		else
+			client_io_redispatch(c, s);
 		s = next;
 	}
 }
 
-/* Give the oldest queued record up: nobody can hold it, or nothing may go out. */
+/* Whether a member other than @id is NORMAL: one that can hold a record about @id. */
+static bool holder_up(const struct rmr_client *c, uint16_t id)
+{
+	for (unsigned i = 0; i < c->nmembers; i++)
+		if (c->members[i].state == RMR_MEMBER_NORMAL && c->members[i].id != id)
+			return true;
+	return false;
+}
+
+static bool member_normal(const struct rmr_client *c, uint16_t id)
+{
+	for (unsigned i = 0; i < c->nmembers; i++)
+		if (c->members[i].id == id)
+			return c->members[i].state == RMR_MEMBER_NORMAL;
+	return false;
+}
+
+/* Give the oldest queued record up. */
 static void record_drop(struct rmr_client *c)
 {
 	c->missed_inflight[c->records[0].id]--;
 	record_pop(c);
 	client_missed_recompute(c);
+}
+
+bool unflushed_records_sendable(const struct rmr_client *c)
+{
+	return c->nrecords && holder_up(c, c->records[0].id);
 }
 
 void unflushed_send_records(struct rmr_client *c)
@@ -225,37 +289,69 @@ void unflushed_send_records(struct rmr_client *c)
 		return;
 	c->records_sending = true;
 	while (c->nrecords) {
-		if (c->fenced) {
+		/*
+		 * Fenced: nothing goes out any more. NORMAL again: its member
+		 * became the one the others converge on (nobody else held
+		 * every write), and what it may have lost nobody else holds.
+		 */
+		if (c->fenced || member_normal(c, c->records[0].id)) {
 			record_drop(c);
 			continue;
 		}
-		if (!client_normal_count(c)) {
-			/* Nobody to hold the record: the writes are only on those away. */
-			log_warn("pool=%s member=%u: no member left to record its unflushed writes on",
-				 c->name, c->records[0].id);
-			record_drop(c);
-			continue;
-		}
+		/*
+		 * Nobody up to hold it: it waits, and so does the member (it
+		 * counts as missing writes). Those that come back converge
+		 * first (a gather), then take it.
+		 */
+		/* One at a time, in the record slot: its end brings us back. */
+		if (!holder_up(c, c->records[0].id) || c->records_inflight)
+			break;
 		c->records_inflight++;
-		if (client_io_send_record(c, &c->records[0]) == -EAGAIN) {
+		c->record_out = c->records[0];
+		c->record_failed_at_once = false;
+		if (client_io_send_record(c, &c->record_out) == -EAGAIN) {
 			c->records_inflight--;
-			break; /* the record in flight ends and brings us back */
+			break;
 		}
+		/* Nobody took it (a send failed at once): it stays first, for the next tick. */
+		if (c->record_failed_at_once)
+			break;
 		record_pop(c);
 	}
 	c->records_sending = false;
+	records_hold_update(c);
 	release_flushes(c);
 }
 
-void unflushed_record_done(struct rmr_client *c)
+void unflushed_record_done(struct rmr_client *c, int status)
 {
 	c->records_inflight--;
+	if (status < 0 && c->records_sending) {
+		c->record_failed_at_once = true; /* still first in the queue */
+		return;
+	}
+	/*
+	 * Not on every member that was to take it (gone meanwhile): again,
+	 * first in line. Those that did take it twice mark the same chunks.
+	 */
+	if (status < 0 && !c->fenced) {
+		if (queue_range(c, c->record_out.id, c->record_out.addr / c->chunk_size,
+				(c->record_out.len + c->chunk_size - 1) / c->chunk_size)) {
+			struct unflushed_record r = c->records[c->nrecords - 1];
+
+			memmove(&c->records[1], &c->records[0], (c->nrecords - 1) * sizeof(r));
+			c->records[0] = r;
+		} else {
+			client_note_missed(c, 1ull << c->record_out.id);
+		}
+		client_missed_recompute(c);
+	}
 	unflushed_send_records(c);
 }
 
 bool unflushed_hold_flush(struct rmr_client *c, struct slot *s)
 {
-	if (!(s->io.flags & RMR_IO_FLUSH) || (!c->nrecords && !c->records_inflight))
+	if (!(s->io.flags & RMR_IO_FLUSH) || !recording(c))
 		return false;
 	s->ready_next = NULL;
 	if (c->flush_wait_tail)

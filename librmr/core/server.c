@@ -918,13 +918,13 @@ bool server_writer_attached(const struct srv_pool *p, uint64_t writer)
 }
 
 /* An orderly close: a writer's last writes finished everywhere. */
-static void on_goodbye(struct srv_session *sess)
+static void on_goodbye(struct srv_session *sess, int status)
 {
 	struct srv_pool *p = sess->pool;
 
 	/* A fenced writer's goodbye leaves its log for the new writer to reconcile. */
 	if (sess->role == RMR_ROLE_CLIENT && p && writer_holds(p, sess)) {
-		writer_goodbye(p, sess);
+		writer_goodbye(p, sess, status);
 		if (p->al->writer == sess->incarnation && !sess->in_store)
 			pool_al_clear(p);
 	}
@@ -1071,7 +1071,7 @@ static void ev_recv(void *ev_ctx, void *conn_ctx, void *buf, size_t len, void *r
 		return;
 	case RMR_MSG_GOODBYE:
 		s->tops->recv_release(s->tp, sess->conn, rx);
-		on_goodbye(sess);
+		on_goodbye(sess, msg.status);
 		return;
 	case RMR_MSG_RECONCILE:
 		s->tops->recv_release(s->tp, sess->conn, rx);

@@ -160,8 +160,8 @@ int writer_admit(struct srv_pool *p, const struct rmr_hello *h, uint64_t *grante
 bool writer_holds(const struct srv_pool *p, const struct srv_session *sess);
 /* Are requests of a writer that is not the holder still in the store? */
 bool writer_fenced_in_store(const struct srv_pool *p);
-/* A clean goodbye of a client session. */
-void writer_goodbye(struct srv_pool *p, const struct srv_session *sess);
+/* A clean goodbye of a client session; @status < 0: its open failed. */
+void writer_goodbye(struct srv_pool *p, const struct srv_session *sess, int status);
 
 /* Is a live client session of @writer attached to @p? */
 bool server_writer_attached(const struct srv_pool *p, uint64_t writer);

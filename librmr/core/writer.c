@@ -104,19 +104,22 @@ bool writer_fenced_in_store(const struct srv_pool *p)
 	return false;
 }
 
-void writer_goodbye(struct srv_pool *p, const struct srv_session *sess)
+void writer_goodbye(struct srv_pool *p, const struct srv_session *sess, int status)
 {
 	struct activity_log *al = p->al;
 
 	/*
-	 * A writer that leaves without having written (an open refused by
-	 * another member, or one that could not show the members it heard
-	 * from hold every write) gives the epoch back to the one before: a
-	 * refused second writer never fences the first, and the next writer
+	 * A writer whose open failed (@status < 0: refused by another member,
+	 * or it could not show the members it heard from hold every write)
+	 * and that did not write here gives the epoch back to the one before:
+	 * a refused second writer never fences the first, and the next writer
 	 * that opens elsewhere meanwhile is not refused here for an epoch
-	 * number that the one that left took.
+	 * number that the one that left took. One that opened keeps it, even
+	 * if it wrote only elsewhere: the epoch is how the writer before it
+	 * learns that somebody wrote since its clean close (last_close).
 	 */
-	if (sess->incarnation != al->holder || al->writer == al->holder || !p->prev_holder)
+	if (status >= 0 || sess->incarnation != al->holder || al->writer == al->holder ||
+	    !p->prev_holder)
 		return;
 	al->holder = p->prev_holder;
 	al->writer_epoch = p->prev_epoch;

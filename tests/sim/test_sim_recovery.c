@@ -1289,6 +1289,134 @@ static void case_power_loss_under_load(void)
 	check_healed(1, NCHUNKS);
 }
 
+/* Six one-block writes after a flush; @return the chunks they touch. */
+static uint64_t unflushed_writes(void)
+{
+	uint8_t seen[NCHUNKS] = { 0 };
+	uint64_t n = 0;
+
+	for (unsigned k = 0; k < 6; k++) {
+		uint64_t chunk = rnd() % NCHUNKS;
+
+		submit_write_at(chunk * CHUNK + (rnd() % (CHUNK / BLK)) * BLK, BLK);
+		n += !seen[chunk];
+		seen[chunk] = 1;
+	}
+	settle();
+	return n;
+}
+
+/*
+ * Member 2's host loses power while the client loses members 1 and 3 for a
+ * moment: nobody is up to take its record. The record waits (it was
+ * dropped, and member 2 came back serving old bytes); so do members 1 and
+ * 3, which may have lost the same writes: none of them is NORMAL until all
+ * are back and converged.
+ */
+static void case_power_loss_nobody_up(void)
+{
+	write_some(200);
+	flush_all();
+	unflushed_writes();
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[0].addr, true), 0);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[2].addr, true), 0);
+	member_kill(1);
+	memstore_power_loss(&w.m[1].store);
+	wait_state(0, RMR_MEMBER_FAILED, 3000);
+	wait_state(2, RMR_MEMBER_FAILED, 3000);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[0].addr, false), 0);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[2].addr, false), 0);
+	loop_sim_run(3000 * MS);
+	ck_assert_int_ne(state_of(0), RMR_MEMBER_NORMAL);
+	ck_assert_int_ne(state_of(2), RMR_MEMBER_NORMAL);
+	member_start(1, 0);
+	check_healed(1, NCHUNKS);
+}
+
+/*
+ * Every member goes while writes are unflushed: their records have nobody
+ * to go to, and the close does not wait for them (it waited for ever).
+ */
+static void case_close_with_nobody_up(void)
+{
+	write_some(100);
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		member_kill(i);
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		wait_state(i, RMR_MEMBER_FAILED, 3000);
+	rmr_client_close(w.c);
+	w.c = NULL;
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		member_start(i, 0);
+	client_open();
+	check_converged();
+}
+
+/*
+ * The flush fails on member 2 (its store's I/O error), which leaves: the
+ * flush is acknowledged only once member 2's unflushed chunks are on the
+ * others (it was acknowledged before, and lost with them when members 1
+ * and 3 went down right after).
+ */
+static void case_flush_waits_for_record(void)
+{
+	uint64_t after;
+	int st;
+
+	write_some(200);
+	flush_all();
+	after = unflushed_writes();
+	atomic_store(&w.m[1].store.fail, true);
+	submit_flush(&st);
+	while (st == 1)
+		if (loop_sim_step() == 0)
+			loop_sim_run(MS / 10);
+	ck_assert_int_eq(st, 0);
+	ck_assert_uint_eq(dirty_for(2, 0), after);
+	ck_assert_uint_eq(dirty_for(2, 2), after);
+	member_kill(0);
+	member_kill(2);
+	memstore_power_loss(&w.m[0].store);
+	memstore_power_loss(&w.m[2].store);
+	member_kill(1);
+	memstore_power_loss(&w.m[1].store);
+	atomic_store(&w.m[1].store.fail, false);
+	loop_sim_run(100 * MS);
+	member_start(0, 0);
+	member_start(2, 0);
+	wait_state(0, RMR_MEMBER_NORMAL, 10000);
+	wait_state(2, RMR_MEMBER_NORMAL, 10000);
+	member_start(1, 0);
+	check_healed(1, NCHUNKS);
+}
+
+/*
+ * Writes in flight when member 2 goes into maintenance are acknowledged
+ * after it left NORMAL (its session stays up): they go on record at once.
+ * Then its host loses power (a maintenance reboot).
+ */
+static void case_acks_after_maintenance(void)
+{
+	write_some(100);
+	flush_all();
+	w.m[1].store.hold = true;
+	for (unsigned k = 0; k < 6; k++)
+		submit_write_at((uint64_t)k * 3 * CHUNK + (rnd() % 3) * CHUNK, BLK);
+	while (w.m[1].store.nheld < 6)
+		if (loop_sim_step() == 0)
+			loop_sim_run(MS);
+	ck_assert_int_eq(rmr_client_set_maintenance(w.c, 2, true), 0);
+	memstore_release(&w.m[1].store);
+	settle();
+	ck_assert_int_eq(state_of(1), RMR_MEMBER_MAINTENANCE);
+	loop_sim_run(200 * MS);
+	member_kill(1);
+	memstore_power_loss(&w.m[1].store);
+	ck_assert_int_eq(rmr_client_set_maintenance(w.c, 2, false), 0);
+	member_start(1, 0);
+	check_healed(1, NCHUNKS);
+}
+
 /* Close the client with a record of what it proves; the goodbyes land. */
 static void close_recorded(struct rmr_close_record *rec)
 {
@@ -1356,6 +1484,50 @@ static void case_clean_close_record(void)
 	check_healed(2, NCHUNKS);
 }
 
+/*
+ * A writer that opened after the record and wrote only on members 2 and 3
+ * (member 1 in maintenance) keeps its epoch on member 1 too: the record
+ * of the writer before it, naming member 1 alone, no longer opens the pool
+ * without them (member 1 gave the epoch back, and granted the next one
+ * again).
+ */
+static void case_record_after_another_writer(void)
+{
+	struct rmr_close_record rec;
+
+	write_some(100);
+	member_kill(1);
+	member_kill(2);
+	write_some(100);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	wait_state(2, RMR_MEMBER_FAILED, 2000);
+	flush_all();
+	close_recorded(&rec);
+	ck_assert_uint_eq(rec.current_ids, 1ull << 1);
+	member_start(1, 0);
+	member_start(2, 0);
+	client_open();
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		wait_state(i, RMR_MEMBER_NORMAL, 10000);
+	for (unsigned t = 0; t < 60000 && dirty_total(); t += 10)
+		loop_sim_run(10 * MS);
+	ck_assert_uint_eq(dirty_total(), 0);
+	ck_assert_int_eq(rmr_client_set_maintenance(w.c, 1, true), 0);
+	write_some(100);
+	flush_all();
+	close_recorded(NULL);
+	member_kill(1);
+	member_kill(2);
+	w.last_close = &rec;
+	ck_assert_int_eq(client_open_as(false, &w.c), -EHOSTUNREACH);
+	loop_sim_run(10 * MS);
+	w.last_close = NULL;
+	member_start(1, 0);
+	member_start(2, 0);
+	client_open();
+	check_healed(0, NCHUNKS);
+}
+
 /* --- seeds ----------------------------------------------------------------------- */
 
 static void run_seeds(const char *name, void (*fn)(void), struct world_cfg cfg)
@@ -1414,6 +1586,16 @@ SIM_CASE_WITH(case_member_power_loss, .pool_size = POOL_SIZE, .chunk = CHUNK,
 SIM_CASE_WITH(case_power_loss_under_load, .pool_size = POOL_SIZE, .chunk = CHUNK,
 	      .volatile_writes = true)
 SIM_CASE_WITH(case_clean_close_record, .pool_size = POOL_SIZE, .chunk = CHUNK,
+	      .volatile_writes = true)
+SIM_CASE_WITH(case_power_loss_nobody_up, .pool_size = POOL_SIZE, .chunk = CHUNK,
+	      .volatile_writes = true)
+SIM_CASE_WITH(case_close_with_nobody_up, .pool_size = POOL_SIZE, .chunk = CHUNK,
+	      .volatile_writes = true)
+SIM_CASE_WITH(case_flush_waits_for_record, .pool_size = POOL_SIZE, .chunk = CHUNK,
+	      .volatile_writes = true)
+SIM_CASE_WITH(case_acks_after_maintenance, .pool_size = POOL_SIZE, .chunk = CHUNK,
+	      .volatile_writes = true)
+SIM_CASE_WITH(case_record_after_another_writer, .pool_size = POOL_SIZE, .chunk = CHUNK,
 	      .volatile_writes = true)
 
 /* The same seed gives the same run: same virtual time, same counters. */
@@ -1476,6 +1658,11 @@ int main(void)
 	tcase_add_test(tc, case_member_power_loss_seeds);
 	tcase_add_test(tc, case_power_loss_under_load_seeds);
 	tcase_add_test(tc, case_clean_close_record_seeds);
+	tcase_add_test(tc, case_power_loss_nobody_up_seeds);
+	tcase_add_test(tc, case_close_with_nobody_up_seeds);
+	tcase_add_test(tc, case_flush_waits_for_record_seeds);
+	tcase_add_test(tc, case_acks_after_maintenance_seeds);
+	tcase_add_test(tc, case_record_after_another_writer_seeds);
 	tcase_add_test(tc, same_seed_same_run);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
