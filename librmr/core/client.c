@@ -533,6 +533,8 @@ static void gather_done(struct member *lead)
 
 	lead->backoff_ms = 0;
 	lead->gathered = true;
+	/* What it may have lost itself nobody holds better: the others converge on it. */
+	unflushed_forget(c, lead->id);
 	if (!(c->unsettled_ids & (1ull << lead->id)))
 		member_set_state(lead, RMR_MEMBER_NORMAL,
 				 "took the maps of every member; resyncs from its peers");

@@ -383,6 +383,8 @@ bool unflushed_records_sendable(const struct rmr_client *c);
  */
 bool unflushed_hold_flush(struct rmr_client *c, struct slot *s);
 void unflushed_free(struct rmr_client *c);
+/* Member @id became the one the others converge on: drop its queued records. */
+void unflushed_forget(struct rmr_client *c, uint16_t id);
 /* @m holds no write it acknowledged that no flush covered. */
 bool unflushed_none(const struct member *m);
 

@@ -362,6 +362,23 @@ bool unflushed_hold_flush(struct rmr_client *c, struct slot *s)
 	return true;
 }
 
+void unflushed_forget(struct rmr_client *c, uint16_t id)
+{
+	unsigned kept = 0;
+
+	for (unsigned i = 0; i < c->nrecords; i++) {
+		if (c->records[i].id == id)
+			c->missed_inflight[id]--;
+		else
+			c->records[kept++] = c->records[i];
+	}
+	if (kept == c->nrecords)
+		return;
+	c->nrecords = kept;
+	records_hold_update(c);
+	client_missed_recompute(c);
+}
+
 bool unflushed_none(const struct member *m)
 {
 	return !m->unflushed_unknown && !m->flush_out &&

@@ -755,7 +755,7 @@ static void on_request(struct srv_session *sess, const struct rmr_msg *msg, void
 	case RMR_MSG_MAP_ADD:
 		ret = pool_note(p, msg->map_ver, msg->missed);
 		if (ret == 0)
-			ret = pool_mark(p, msg->missed, msg->map_ver, msg->addr, msg->len);
+			ret = pool_mark_held(p, msg->missed, msg->map_ver, msg->addr, msg->len);
 		req_answer(req, RMR_MSG_MAP_ADD_RSP, ret, 0);
 		return;
 	case RMR_MSG_WRITE:

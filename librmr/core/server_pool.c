@@ -345,25 +345,72 @@ int pool_mark_chunks(struct srv_pool *p, unsigned id, uint64_t first, uint64_t c
 	return ret;
 }
 
-int pool_mark(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64_t addr,
-	      uint64_t len)
+/* Mark chunks [@first, @first + @count) for every member in @missed. */
+static int mark_members(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64_t first,
+			uint64_t count)
 {
-	uint64_t first, last;
-
-	missed &= p->params.members_mask & ~(1ull << p->params.member_id);
-	if (!missed || !len)
-		return 0;
-	first = pool_first_chunk(p, addr);
-	last = pool_last_chunk(p, addr, len);
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
 		int ret;
 
 		if (!(missed & (1ull << id)))
 			continue;
 		p->mark_ver[id] = RMR_MAX(p->mark_ver[id], map_ver);
-		ret = pool_mark_chunks(p, id, first, last - first + 1);
+		ret = pool_mark_chunks(p, id, first, count);
 		if (ret < 0)
 			return ret;
+	}
+	return 0;
+}
+
+int pool_mark(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64_t addr,
+	      uint64_t len)
+{
+	uint64_t first;
+
+	missed &= p->params.members_mask & ~(1ull << p->params.member_id);
+	if (!missed || !len)
+		return 0;
+	first = pool_first_chunk(p, addr);
+	return mark_members(p, missed, map_ver, first, pool_last_chunk(p, addr, len) - first + 1);
+}
+
+/* Does a member outside @ids hold @chunk, as far as this member knows? */
+static bool held_outside(const struct srv_pool *p, uint64_t ids, uint64_t chunk)
+{
+	uint64_t others = p->params.members_mask & ~ids;
+
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+		if ((others & (1ull << id)) &&
+		    (!p->maps[id] || !(dirty_map_get(p->maps[id], chunk) & DIRTY_BIT)))
+			return true;
+	return false;
+}
+
+int pool_mark_held(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64_t addr,
+		   uint64_t len)
+{
+	uint64_t first, last, run = UINT64_MAX;
+
+	missed &= p->params.members_mask & ~(1ull << p->params.member_id);
+	if (!missed || !len)
+		return 0;
+	first = pool_first_chunk(p, addr);
+	last = pool_last_chunk(p, addr, len);
+	/* The usual case: this member holds the whole range itself. */
+	if (dirty_map_next(pool_own_map(p), first, DIRTY_BIT) > last)
+		return mark_members(p, missed, map_ver, first, last - first + 1);
+	for (uint64_t c = first; c <= last + 1; c++) {
+		bool mark = c <= last && held_outside(p, missed, c);
+		int ret;
+
+		if (mark && run == UINT64_MAX)
+			run = c;
+		if (mark || run == UINT64_MAX)
+			continue;
+		ret = mark_members(p, missed, map_ver, run, c - run);
+		if (ret < 0)
+			return ret;
+		run = UINT64_MAX;
 	}
 	return 0;
 }

@@ -181,6 +181,16 @@ int pool_note(struct srv_pool *p, uint64_t map_ver, uint64_t missed);
  */
 int pool_mark(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64_t addr,
 	      uint64_t len);
+/*
+ * The same for a client's MAP_ADD: chunks that no member outside @missed
+ * holds, as far as this one knows (this one lacks them too), stay
+ * unmarked. A mark there would leave no copy anyone may read, while the
+ * members in @missed hold the newest there is (a record of writes no flush
+ * covered on a member that left, say: if its host lost power, nobody has
+ * them anyway).
+ */
+int pool_mark_held(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64_t addr,
+		   uint64_t len);
 /* Mark chunks [first, first+count) of member @id dirty, durably. */
 int pool_mark_chunks(struct srv_pool *p, unsigned id, uint64_t first, uint64_t count);
 /*

@@ -15,6 +15,10 @@
  *     no dirty chunk left, all stores byte-identical and equal to the model,
  *     and the client carried no resync bytes.
  * Stores survive crashes here, so no acknowledged write may ever be lost.
+ * With SIM_POWER=1 the stores are volatile (memstore_make_volatile), the
+ * client has volatile_writes, a tenth of the writes are flushes, and a
+ * crash of a member while the pool is whole loses what no flush covered on
+ * it (a power loss): still no acknowledged write may be lost.
  *
  * SIM_FIRST and SIM_COUNT choose the seeds (default 1 and 1000), SIM_SEED=N
  * runs one, SIM_SEED_LIST="N M ..." a list (CI: the seeds that once
@@ -85,6 +89,7 @@ static struct {
 	uint32_t seq;                /* writes submitted */
 	unsigned inflight;
 	uint64_t acked, failed, reads, bad_reads;
+	bool power;                  /* SIM_POWER: volatile stores, flushes, power losses */
 } w;
 
 static void sim_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -205,6 +210,7 @@ static void client_open(void)
 		.open_timeout_ms = 2000,
 		.request_timeout_ms = 2000,
 		.min_legs = 1,
+		.volatile_writes = w.power,
 	};
 	int ret;
 
@@ -234,6 +240,7 @@ static void world_begin(uint64_t seed)
 	w.seed = seed;
 	w.rng = seed * 0x9e3779b97f4a7c15ull + 11;
 	w.debug = getenv("RMR_TEST_DEBUG") != NULL;
+	w.power = getenv("SIM_POWER") && *getenv("SIM_POWER") == '1';
 	if (w.debug)
 		setvbuf(stdout, NULL, _IONBF, 0);
 	/* Faults make librmr log errors by the thousand: only a replay shows them. */
@@ -244,6 +251,8 @@ static void world_begin(uint64_t seed)
 	for (unsigned i = 0; i < NMEMBERS; i++) {
 		snprintf(w.m[i].addr, sizeof(w.m[i].addr), "r-m%u", i + 1);
 		memstore_init(&w.m[i].store, POOL_SIZE, CHUNK);
+		if (w.power)
+			memstore_make_volatile(&w.m[i].store);
 	}
 	for (unsigned i = 0; i < NMEMBERS; i++)
 		member_start(i);
@@ -392,10 +401,32 @@ static struct req *submit_at(bool write, uint64_t addr, uint32_t len)
 	return r;
 }
 
+static void flush_done(void *priv, int status)
+{
+	(void)priv;
+	(void)status; /* fails with the members it reached: nothing to check */
+	w.inflight--;
+}
+
+/* SIM_POWER: a flush (RMR_IO_FLUSH) among the writes. */
+static void submit_flush(void)
+{
+	struct rmr_io io = { .kind = RMR_IO_WRITE, .op = MEMSTORE_OP_FLUSH, .flags = RMR_IO_FLUSH,
+			     .cb = flush_done };
+	int ret = rmr_client_submit(w.c, &io, 0);
+
+	sim_check(ret == 0 || ret == -EAGAIN, "rmr_client_submit (flush): %d", ret);
+	w.inflight += ret == 0;
+}
+
 static void submit(bool write)
 {
 	uint32_t len = (uint32_t)(1 + rnd() % 8) * BLK;
 
+	if (w.power && write && rnd() % 10 == 0) {
+		submit_flush();
+		return;
+	}
 	submit_at(write, rnd() % ((POOL_SIZE - len) / BLK + 1) * BLK, len);
 }
 
@@ -487,6 +518,9 @@ static void cut_peer(unsigned i, bool cut)
 }
 
 /* One more fault, or the end of one. */
+static uint64_t dirty_total(void);
+static bool all_normal(void);
+
 static void strike(void)
 {
 	unsigned i = (unsigned)(rnd() % NMEMBERS);
@@ -495,8 +529,17 @@ static void strike(void)
 	case 0:
 		/* Two down at most: the workload goes on with one. */
 		if (w.m[i].srv && members_up() > 1) {
-			say("member %u crashes", i + 1);
+			/*
+			 * A power loss only while the pool is whole: then the
+			 * others hold every acknowledged write it may lose.
+			 */
+			bool power = w.power && members_up() == NMEMBERS && all_normal() &&
+				     !dirty_total() && rnd() % 2;
+
+			say("member %u crashes%s", i + 1, power ? ": its host lost power" : "");
 			member_kill(i);
+			if (power)
+				memstore_power_loss(&w.m[i].store);
 		}
 		break;
 	case 1:
