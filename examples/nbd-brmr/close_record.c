@@ -16,12 +16,10 @@
 #include "nbdb.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 int nbdb_close_record_load(const char *path, struct rmr_close_record *rec)
 {
@@ -58,33 +56,15 @@ int nbdb_close_record_load(const char *path, struct rmr_close_record *rec)
 
 int nbdb_close_record_save(const char *path, const char *pool, const struct rmr_close_record *rec)
 {
-	char uuid[37], *tmp;
-	int fd, rc = 0;
-	FILE *f;
+	char uuid[37], *text;
+	int rc;
 
 	rmr_uuid_format(&rec->pool_uuid, uuid);
-	if (asprintf(&tmp, "%s.tmp", path) < 0)
+	if (asprintf(&text, "# nbd-brmr: the last clean close of pool %s\npool_uuid %s\n"
+			    "writer_epoch %" PRIu64 "\ncurrent_ids 0x%" PRIx64 "\n",
+		     pool, uuid, rec->writer_epoch, rec->current_ids) < 0)
 		return -ENOMEM;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	f = fd < 0 ? NULL : fdopen(fd, "w");
-	if (!f) {
-		rc = -errno;
-		if (fd >= 0)
-			close(fd);
-		free(tmp);
-		return rc;
-	}
-	if (fprintf(f, "# nbd-brmr: the last clean close of pool %s\npool_uuid %s\n"
-		       "writer_epoch %" PRIu64 "\ncurrent_ids 0x%" PRIx64 "\n",
-		    pool, uuid, rec->writer_epoch, rec->current_ids) < 0 ||
-	    fflush(f) != 0 || fsync(fileno(f)) != 0)
-		rc = errno ? -errno : -EIO;
-	if (fclose(f) != 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc < 0)
-		unlink(tmp);
-	free(tmp);
+	rc = nbdb_write_file_atomic(path, text, 0600, true);
+	free(text);
 	return rc;
 }

@@ -453,31 +453,16 @@ static void parse_args(int argc, char **argv, struct config *cfg)
 	}
 }
 
-/* Write @p text and a newline to @p path through PATH.tmp and rename(), so
- * a reader sees either no file or the whole of it. */
-static int write_file_atomic(const char *path, const char *text)
+/* Write @p line and a newline to @p path, all or nothing (pid and ready files). */
+static int write_file_atomic(const char *path, const char *line)
 {
-	char *tmp;
-	FILE *f;
-	int rc = 0;
+	char *text;
+	int rc;
 
-	if (asprintf(&tmp, "%s.tmp", path) < 0)
+	if (asprintf(&text, "%s\n", line) < 0)
 		return -ENOMEM;
-	f = fopen(tmp, "we");
-	if (!f) {
-		rc = -errno;
-		free(tmp);
-		return rc;
-	}
-	if (fputs(text, f) == EOF || fputc('\n', f) == EOF)
-		rc = -EIO;
-	if (fclose(f) != 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc < 0)
-		unlink(tmp);
-	free(tmp);
+	rc = nbdb_write_file_atomic(path, text, 0666, false);
+	free(text);
 	return rc;
 }
 

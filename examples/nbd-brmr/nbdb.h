@@ -117,6 +117,14 @@ struct nbdb_server {
 };
 
 /*
+ * atomic_file.c: write @p text to @p path through PATH.tmp and rename(), so
+ * that a reader sees either no file (or the old one) or the whole new one;
+ * @p sync: fsync first, so that it also survives a crash of the host.
+ * @p mode for a new file (before the umask). @return 0 or -errno.
+ */
+int nbdb_write_file_atomic(const char *path, const char *text, mode_t mode, bool sync);
+
+/*
  * close_record.c: the record of the last clean close, in a text file.
  * load: 0 and @p rec; -ENOENT if there is none; -EINVAL if it does not
  * parse (@p rec zeroed); another -errno. save: atomically, synced.

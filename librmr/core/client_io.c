@@ -431,6 +431,18 @@ static void dispatch_write(struct rmr_client *c, struct slot *s)
 	slot_progress(c, s);
 }
 
+/* @s joins the end of the list of writes not yet finished. */
+static void writes_append(struct rmr_client *c, struct slot *s)
+{
+	s->next = NULL;
+	s->prev = c->writes_tail;
+	if (c->writes_tail)
+		c->writes_tail->next = s;
+	else
+		c->writes_head = s;
+	c->writes_tail = s;
+}
+
 /* Writes are ordered by range: a write waits for every earlier overlapping one. */
 static void write_enqueue(struct rmr_client *c, struct slot *s)
 {
@@ -441,13 +453,7 @@ static void write_enqueue(struct rmr_client *c, struct slot *s)
 			w->has_dependents = true;
 		}
 	}
-	s->next = NULL;
-	s->prev = c->writes_tail;
-	if (c->writes_tail)
-		c->writes_tail->next = s;
-	else
-		c->writes_head = s;
-	c->writes_tail = s;
+	writes_append(c, s);
 	if (s->deps == 0)
 		dispatch_write(c, s);
 	else
@@ -854,13 +860,7 @@ int client_io_send_record(struct rmr_client *c, const struct unflushed_record *r
 	s->deps = 0;
 	s->has_dependents = false;
 	/* In the list of writes: later overlapping ones, and map pulls, wait for it. */
-	s->next = NULL;
-	s->prev = c->writes_tail;
-	if (c->writes_tail)
-		c->writes_tail->next = s;
-	else
-		c->writes_head = s;
-	c->writes_tail = s;
+	writes_append(c, s);
 	for (unsigned i = 0; i < nmem(c); i++)
 		if (c->members[i].state == RMR_MEMBER_NORMAL)
 			s->ok_mask |= bit(i);

@@ -8,9 +8,9 @@
 # (nbd-brmr's close record, next to its control socket): the restart then
 # opens without member 3, and member 3 takes the maps when it returns.
 # Checked here: the record names members 1 and 2; with it the start opens
-# and serves every acknowledged write; without it the start is refused and
-# says why; a record that a later writer made stale opens nothing; member 3
-# back heals and the members end identical.
+# and serves every acknowledged write; without it, or with a damaged one,
+# the start is refused and says why; a record that a later writer made
+# stale opens nothing; member 3 back heals and the members end identical.
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -72,6 +72,11 @@ cp "$RECORD" "$WORK/record.first"
 
 rm -f "$RECORD"
 refused "no record"
+# A damaged record is ignored, with a word in the log: no open without member 3.
+sed 's/^writer_epoch .*/writer_epoch twelve/' "$WORK/record.first" >"$RECORD"
+refused "a record that does not parse"
+grep -q "ignoring $RECORD: not a close record" "$PDIR/client.log" ||
+	fail "the damaged record was not reported: $(tail -n 3 "$PDIR/client.log")"
 cp "$WORK/record.first" "$RECORD"
 start_client
 grep -q "opening without member 3: behind at this writer's last clean close" "$PDIR/client.log" ||
