@@ -80,8 +80,13 @@ int writer_admit(struct srv_pool *p, const struct rmr_hello *h, uint64_t *grante
 		al->writer_epoch = old_epoch;
 		return ret;
 	}
-	/* Only a plain open gives the epoch back if unused; a takeover never does. */
-	p->prev_holder = h->writer_epoch == 0 && !(h->flags & RMR_HELLO_TAKEOVER) ? old_holder : 0;
+	/*
+	 * An open gives the epoch back if it fails without writing here
+	 * (writer_goodbye), also one adopted from another member's grant (the
+	 * order the members answer in decides which grants and which
+	 * adopts); a takeover never does.
+	 */
+	p->prev_holder = !(h->flags & RMR_HELLO_TAKEOVER) ? old_holder : 0;
 	p->prev_epoch = old_epoch;
 	log_notice("pool=%s member=%u: writer %016llx %s: writer epoch %llu", p->name,
 		   p->params.member_id, (unsigned long long)h->incarnation, how,

@@ -1461,6 +1461,9 @@ static void case_clean_close_record(void)
 	ck_assert_uint_eq(rec.current_ids, (1ull << 1) | (1ull << 2));
 
 	open_refused();
+	/* Refused opens leave no epoch behind, wherever it was granted or adopted. */
+	ck_assert_uint_eq(pool_status(0).writer_epoch, rec.writer_epoch);
+	ck_assert_uint_eq(pool_status(1).writer_epoch, rec.writer_epoch);
 	w.last_close = &unflushed;
 	open_refused();
 	/* A current member away: the record does not prove the one left. */
