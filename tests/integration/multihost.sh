@@ -70,7 +70,12 @@ multihost_exit() {
 		done
 	fi
 	for h in "${!PID[@]}"; do kill "${PID[$h]}" 2>/dev/null; done
-	for h in "${!PID[@]}"; do wait "${PID[$h]}" 2>/dev/null; done
+	# What ignores SIGTERM for 10 s (a daemon stuck on the way out) gets
+	# SIGKILL: none may outlive the test.
+	for h in "${!PID[@]}"; do
+		wait_for 10 eval '! pid_alive '"${PID[$h]}" || kill -9 "${PID[$h]}" 2>/dev/null
+		wait "${PID[$h]}" 2>/dev/null
+	done
 	if grep -l -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$RUN"/*.log >/dev/null 2>&1; then
 		log "sanitizer reports:"
 		grep -h -A12 -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$RUN"/*.log | head -n 60
