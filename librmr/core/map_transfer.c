@@ -117,19 +117,6 @@ static void pull_answer(struct srv_pool *p, int status)
 		server_ctrl_send(sess, &sess->pull_rsp, RMR_MSG_MAP_PULL_RSP, status, 0);
 }
 
-/* Every chunk dirty in @from becomes dirty in @to. */
-static int map_add(struct dirty_map *to, const struct dirty_map *from)
-{
-	for (uint64_t c = dirty_map_next(from, 0, DIRTY_BIT); c != UINT64_MAX;
-	     c = dirty_map_next(from, c + 1, DIRTY_BIT)) {
-		int ret = dirty_map_mark(to, c, 1);
-
-		if (ret < 0)
-			return ret;
-	}
-	return 0;
-}
-
 /* Every page arrived: make the pulled maps ours, durably. */
 static int pull_apply(struct srv_pool *p)
 {
@@ -146,7 +133,7 @@ static int pull_apply(struct srv_pool *p)
 			   "taking its maps later", p->name, self, p->pull_source);
 		return -EAGAIN;
 	}
-	ret = map_add(own, p->pull_maps[self]);
+	ret = dirty_map_merge(own, p->pull_maps[self]);
 	if (ret < 0)
 		return ret;
 	/* Writes of a writer that crashed may have reached only this member. */
@@ -172,7 +159,7 @@ static int pull_apply(struct srv_pool *p)
 			dirty_map_clear_all(p->pull_maps[id]);
 		/* Gathered from every member: our record counts as one of theirs. */
 		if (p->gather && !gather_outdated(p, id, p->mark_ver[id])) {
-			ret = map_add(p->pull_maps[id], old);
+			ret = dirty_map_merge(p->pull_maps[id], old);
 			if (ret < 0)
 				return ret;
 		}
@@ -320,7 +307,7 @@ static int gather_sum(struct srv_pool *p)
 			if (!g->maps[src][id] || !p->pull_maps[id] ||
 			    (src != id && gather_outdated(p, id, g->mark_ver[src][id])))
 				continue;
-			ret = map_add(p->pull_maps[id], g->maps[src][id]);
+			ret = dirty_map_merge(p->pull_maps[id], g->maps[src][id]);
 			if (ret < 0)
 				return ret;
 		}

@@ -1558,6 +1558,9 @@ static void run_seeds(const char *name, void (*fn)(void), struct world_cfg cfg)
 	}                                                               \
 	END_TEST
 #define SIM_CASE(fn) SIM_CASE_WITH(fn, .pool_size = POOL_SIZE, .chunk = CHUNK)
+/* Volatile stores and the client's volatile_writes. */
+#define SIM_CASE_POWER(fn) \
+	SIM_CASE_WITH(fn, .pool_size = POOL_SIZE, .chunk = CHUNK, .volatile_writes = true)
 
 SIM_CASE(case_kill_restart)
 SIM_CASE(case_patch_kill_restart)
@@ -1584,22 +1587,14 @@ SIM_CASE(case_replace_member)
 SIM_CASE(case_stale_member_alone)
 SIM_CASE(case_mutual_records)
 SIM_CASE_WITH(case_min_legs_failed_writes, .pool_size = POOL_SIZE, .chunk = CHUNK, .min_legs = 2)
-SIM_CASE_WITH(case_member_power_loss, .pool_size = POOL_SIZE, .chunk = CHUNK,
-	      .volatile_writes = true)
-SIM_CASE_WITH(case_power_loss_under_load, .pool_size = POOL_SIZE, .chunk = CHUNK,
-	      .volatile_writes = true)
-SIM_CASE_WITH(case_clean_close_record, .pool_size = POOL_SIZE, .chunk = CHUNK,
-	      .volatile_writes = true)
-SIM_CASE_WITH(case_power_loss_nobody_up, .pool_size = POOL_SIZE, .chunk = CHUNK,
-	      .volatile_writes = true)
-SIM_CASE_WITH(case_close_with_nobody_up, .pool_size = POOL_SIZE, .chunk = CHUNK,
-	      .volatile_writes = true)
-SIM_CASE_WITH(case_flush_waits_for_record, .pool_size = POOL_SIZE, .chunk = CHUNK,
-	      .volatile_writes = true)
-SIM_CASE_WITH(case_acks_after_maintenance, .pool_size = POOL_SIZE, .chunk = CHUNK,
-	      .volatile_writes = true)
-SIM_CASE_WITH(case_record_after_another_writer, .pool_size = POOL_SIZE, .chunk = CHUNK,
-	      .volatile_writes = true)
+SIM_CASE_POWER(case_member_power_loss)
+SIM_CASE_POWER(case_power_loss_under_load)
+SIM_CASE_POWER(case_clean_close_record)
+SIM_CASE_POWER(case_power_loss_nobody_up)
+SIM_CASE_POWER(case_close_with_nobody_up)
+SIM_CASE_POWER(case_flush_waits_for_record)
+SIM_CASE_POWER(case_acks_after_maintenance)
+SIM_CASE_POWER(case_record_after_another_writer)
 
 /* The same seed gives the same run: same virtual time, same counters. */
 START_TEST(same_seed_same_run)
