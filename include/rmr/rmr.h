@@ -222,6 +222,12 @@ struct rmr_pool_status {
 	 * kept the loop awake: each sleep costs a wake-up later.
 	 */
 	uint64_t loop_sleeps;
+	/**
+	 * Turns of the event loop that looked for work without sleeping because
+	 * polling (rmr_client_opts.poll_us) expected it within microseconds:
+	 * CPU time spent to save wake-ups. Always 0 with polling off.
+	 */
+	uint64_t loop_polls;
 };
 
 /** Output formats of the status formatters. */

@@ -1807,6 +1807,7 @@ static void fill_status(void *arg)
 	st->fenced = c->fenced;
 	st->auth_refused = c->auth_refused;
 	st->loop_sleeps = loop_sleeps(c->loop);
+	st->loop_polls = loop_polls(c->loop);
 	st->membership_ver = c->membership.version;
 	for (unsigned i = 0; i < c->nmembers; i++) {
 		struct member *m = &c->members[i];

@@ -58,6 +58,7 @@ struct loop {
 	bool consumer_ready;         /* a watched descriptor was readable last time */
 	uint64_t poll_until;         /* loop_poll_until(): no sleep before this time */
 	atomic_uint_fast64_t sleeps; /* waits that could block (loop_sleeps) */
+	atomic_uint_fast64_t polls;  /* waits that looked only, for work expected soon (loop_polls) */
 };
 
 #define SIM_MAX_LOOPS 64
@@ -306,6 +307,11 @@ uint64_t loop_sleeps(struct loop *l)
 	return atomic_load_explicit(&l->sleeps, memory_order_relaxed);
 }
 
+uint64_t loop_polls(struct loop *l)
+{
+	return atomic_load_explicit(&l->polls, memory_order_relaxed);
+}
+
 int loop_kick(struct loop *l, int fd)
 {
 	struct loop_watch *w;
@@ -497,6 +503,7 @@ static void *loop_thread(void *arg)
 		if (l->poll_until > l->now) {
 			/* Work is expected within microseconds: look, do not sleep. */
 			timeout_ms = 0;
+			atomic_fetch_add_explicit(&l->polls, 1, memory_order_relaxed);
 		} else if (tfd < 0 && l->tops) {
 			/* Polled transport: spin briefly after activity, then nap. */
 			if (l->now - last_event < LOOP_SPIN_NS)

@@ -61,6 +61,8 @@ int loop_kick(struct loop *l, int fd);
 void loop_poll_until(struct loop *l, uint64_t deadline_ns);
 /* Waits so far that could sleep (for tests and profiles). Any thread. */
 uint64_t loop_sleeps(struct loop *l);
+/* Turns that looked without sleeping because of loop_poll_until(). Any thread. */
+uint64_t loop_polls(struct loop *l);
 /* Time of the current iteration (monotonic ns); valid on the loop thread. */
 uint64_t loop_now(struct loop *l);
 /* Monotonic clock in ns (the virtual clock while a simulation runs). */

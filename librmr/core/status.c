@@ -137,8 +137,8 @@ RMR_EXPORT int rmr_pool_status_format(const struct rmr_pool_status *st, enum rmr
 			    m->map_updates);
 		}
 		put(&o, "],\"writer_epoch\":%" PRIu64 ",\"fenced\":%s,\"auth_refused\":%" PRIu64
-			",\"loop_sleeps\":%" PRIu64 "}\n", st->writer_epoch,
-		    st->fenced ? "true" : "false", st->auth_refused, st->loop_sleeps);
+			",\"loop_sleeps\":%" PRIu64 ",\"loop_polls\":%" PRIu64 "}\n", st->writer_epoch,
+		    st->fenced ? "true" : "false", st->auth_refused, st->loop_sleeps, st->loop_polls);
 		return finish(&o);
 	}
 
@@ -149,8 +149,8 @@ RMR_EXPORT int rmr_pool_status_format(const struct rmr_pool_status *st, enum rmr
 		", missed writes: %s, %u of %u slots busy\n",
 	    st->normal_members, st->nmembers, st->map_ver, missed, st->inflight, st->queue_depth);
 	put(&o, "writer epoch %" PRIu64 ", %" PRIu64 " sessions refused authentication, "
-		"event loop slept %" PRIu64 " times%s\n",
-	    st->writer_epoch, st->auth_refused, st->loop_sleeps,
+		"event loop slept %" PRIu64 " times, polled %" PRIu64 " times%s\n",
+	    st->writer_epoch, st->auth_refused, st->loop_sleeps, st->loop_polls,
 	    st->fenced ? "  FENCED: another writer took the pool over, all I/O fails" : "");
 	put(&o, "%-3s %-22s %-13s %10s %10s %10s %10s %6s %5s %7s  %s\n", "ID", "ADDRESS",
 	    "STATE", "READS", "WRITES", "READ", "WRITTEN", "ERRORS", "RECON", "RESYNC", "REASON");
@@ -461,6 +461,8 @@ static const struct prom_metric prom_client_pool[] = {
 	       "Member sessions that failed authentication (no key, a wrong one), either way."),
 	PROM_C("rmr_client_loop_sleeps_total", struct rmr_pool_status, loop_sleeps,
 	       "Times the client's event loop slept waiting for work (see poll_us)."),
+	PROM_C("rmr_client_loop_polls_total", struct rmr_pool_status, loop_polls,
+	       "Turns of the client's event loop that polled for work expected soon (see poll_us)."),
 };
 
 static const struct prom_metric prom_client_member[] = {

@@ -34,6 +34,7 @@ static void fill_client(void)
 	cst.nmembers = 2;
 	cst.writer_epoch = 5;
 	cst.loop_sleeps = 4242;
+	cst.loop_polls = 777;
 	cst.members[0] = (struct rmr_member_status){
 		.member_id = 1, .state = RMR_MEMBER_NORMAL, .addr = "127.0.0.1:7001",
 		.reads = 10, .writes = 20, .read_bytes = 40960, .write_bytes = 81920,
@@ -185,6 +186,7 @@ START_TEST(client_prometheus)
 	has_sample("rmr_client_members_normal{pool=\"vol1\"}", "1");
 	has_sample("rmr_client_fenced{pool=\"vol1\"}", "0");
 	has_sample("rmr_client_loop_sleeps_total{pool=\"vol1\"}", "4242");
+	has_sample("rmr_client_loop_polls_total{pool=\"vol1\"}", "777");
 	has_sample("rmr_client_member_state{pool=\"vol1\",member=\"1\",addr=\"127.0.0.1:7001\",state=\"normal\"}", "1");
 	has_sample("rmr_client_member_state{pool=\"vol1\",member=\"1\",addr=\"127.0.0.1:7001\",state=\"failed\"}", "0");
 	has_sample("rmr_client_member_state{pool=\"vol1\",member=\"2\",addr=\"odd\\\"addr\\\\x\",state=\"failed\"}", "1");
