@@ -184,11 +184,6 @@ static void answer_remove_member(int fd, struct brmr_dev *dev, const char *args)
 
 /* ---- events ---------------------------------------------------------------- */
 
-static const char *member_addr(const struct nbdb_control *ctl, unsigned index)
-{
-	return index < ctl->nmembers ? ctl->members[index] : "";
-}
-
 static void publish(struct nbdb_control *ctl, struct evline *l)
 {
 	const char *line = evline_end(l);
@@ -198,15 +193,16 @@ static void publish(struct nbdb_control *ctl, struct evline *l)
 }
 
 /* librmr logs the transition itself, with its reason. */
-static void on_member_state(void *priv, unsigned index, uint16_t member_id,
+static void on_member_state(void *priv, unsigned index, uint16_t member_id, const char *addr,
 			    enum rmr_member_state from, enum rmr_member_state to, const char *reason)
 {
 	struct nbdb_control *ctl = priv;
 	struct evline l;
 
+	(void)index;
 	evline_begin(&l, ROLE, "change", "member_state", ctl->pool);
 	evline_u64(&l, "member", member_id);
-	evline_str(&l, "addr", member_addr(ctl, index));
+	evline_str(&l, "addr", addr);
 	evline_str(&l, "from", rmr_member_state_name(from));
 	evline_str(&l, "state", rmr_member_state_name(to));
 	evline_str(&l, "reason", reason ? reason : "");
@@ -363,15 +359,12 @@ static void serve_one(struct nbdb_control *ctl)
 	close(fd);
 }
 
-int nbdb_control_init(struct nbdb_control *ctl, const char *pool, const char *const *members,
-		      unsigned nmembers)
+int nbdb_control_init(struct nbdb_control *ctl, const char *pool)
 {
 	int ret;
 
 	ctl->lfd = -1;
 	ctl->pool = pool;
-	ctl->members = members;
-	ctl->nmembers = nmembers;
 	ctl->ev = calloc(1, sizeof(*ctl->ev));
 	if (!ctl->ev)
 		return -ENOMEM;

@@ -710,7 +710,7 @@ int main(int argc, char **argv)
 		rt->pid_written = true;
 	}
 
-	rc = nbdb_control_init(&rt->ctl, cfg->pool, cfg->members, cfg->nmembers);
+	rc = nbdb_control_init(&rt->ctl, cfg->pool);
 	if (rc < 0) {
 		nbdb_log(NBDB_ERR, "event stream: %s", strerror(-rc));
 		goto out;

@@ -191,8 +191,6 @@ struct nbdb_control {
 	int lfd;                       /* -1 without --control */
 	struct brmr_dev *dev;          /* set once the pool is open */
 	const char *pool;
-	const char *const *members;    /* member addresses, in open order */
-	unsigned nmembers;
 	struct evstream *ev;
 };
 
@@ -201,8 +199,7 @@ struct nbdb_control {
 extern const struct rmr_client_ops nbdb_client_ops;
 
 /* Prepare the event stream. @return 0 or -errno. */
-int nbdb_control_init(struct nbdb_control *ctl, const char *pool, const char *const *members,
-		      unsigned nmembers);
+int nbdb_control_init(struct nbdb_control *ctl, const char *pool);
 /* Serve the control socket @p lfd (bound at @p path) for @p dev. */
 void nbdb_control_start(struct nbdb_control *ctl, int lfd, struct brmr_dev *dev, const char *path);
 /* Entries for poll(2): the control socket and its listeners (room for

@@ -31,8 +31,13 @@ struct rmr_client;
 /** Events of a client pool, all optional. Run on the event-loop thread. */
 struct rmr_client_ops {
 	size_t size; /**< sizeof(struct rmr_client_ops) */
-	/** Member @p member_id (0 if not yet known) moved from @p from to @p to. */
-	void (*member_state)(void *priv, unsigned index, uint16_t member_id,
+	/**
+	 * Member @p member_id (0 if not yet known) at @p addr moved from
+	 * @p from to @p to. @p index is its entry in the client (a member added
+	 * to the pool later takes a new entry or one a deleted member left, so
+	 * it is not the position in rmr_client_opts.members).
+	 */
+	void (*member_state)(void *priv, unsigned index, uint16_t member_id, const char *addr,
 			     enum rmr_member_state from, enum rmr_member_state to,
 			     const char *reason);
 	/**

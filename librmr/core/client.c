@@ -59,7 +59,7 @@ void member_set_state(struct member *m, enum rmr_member_state to, const char *re
 	log_notice("pool=%s member=%u addr=%s: %s -> %s (%s)", c->name, m->id, m->addr,
 		   rmr_member_state_name(from), rmr_member_state_name(to), reason);
 	if (c->ops.member_state)
-		c->ops.member_state(c->opts.priv, m->index, m->id, from, to, reason);
+		c->ops.member_state(c->opts.priv, m->index, m->id, m->addr, from, to, reason);
 	if (from == RMR_MEMBER_NORMAL)
 		unflushed_member_left(m, to);
 }

@@ -53,7 +53,27 @@ static struct {
 	atomic_uint member_cleared[NMEMBERS + 1][NMEMBERS + 2]; /* [member idx][id] */
 	atomic_uint resync_complete[NMEMBERS + 1];
 	_Atomic uint64_t resync_complete_total[NMEMBERS + 1];
-} ev;
+	/* Member id 4's last state change to NORMAL: its entry and address. */
+	pthread_mutex_t lock;
+	unsigned normal4_index;
+	char normal4_addr[64];
+} ev = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void ev_client_member_state(void *priv, unsigned index, uint16_t id, const char *addr,
+				   enum rmr_member_state from, enum rmr_member_state to,
+				   const char *reason)
+{
+	(void)priv;
+	(void)from;
+	ck_assert_ptr_nonnull(addr);
+	ck_assert_ptr_nonnull(reason);
+	if (id != 4 || to != RMR_MEMBER_NORMAL)
+		return;
+	pthread_mutex_lock(&ev.lock);
+	ev.normal4_index = index;
+	snprintf(ev.normal4_addr, sizeof(ev.normal4_addr), "%s", addr);
+	pthread_mutex_unlock(&ev.lock);
+}
 
 static void ev_client_tracking(void *priv, uint16_t id, bool tracking)
 {
@@ -74,6 +94,7 @@ static void ev_client_map_update(void *priv, uint16_t id, uint16_t source, int s
 
 static const struct rmr_client_ops client_ops = {
 	.size = sizeof(client_ops),
+	.member_state = ev_client_member_state,
 	.dirty_tracking = ev_client_tracking,
 	.map_update = ev_client_map_update,
 };
@@ -1754,6 +1775,11 @@ START_TEST(member_added_detached_attached_and_deleted)
 	}
 	write_chunks(c, 8, 8, 100); /* while it copies */
 	wait_id_state(c, 4, RMR_MEMBER_NORMAL);
+	/* Its state change names it by its own address, not by a position in the open's list. */
+	pthread_mutex_lock(&ev.lock);
+	ck_assert_uint_eq(ev.normal4_index, NMEMBERS);
+	ck_assert_str_eq(ev.normal4_addr, members[SPARE].addr);
+	pthread_mutex_unlock(&ev.lock);
 	wait_all_clean();
 	ck_assert(memcmp(members[0].store.data, members[SPARE].store.data, POOL_SIZE) == 0);
 	assert_stores_identical();
