@@ -378,8 +378,13 @@ static void settle_from(struct member *m)
 		return;
 	m->reconciling = true;
 	c->settling = true;
-	log_notice("pool=%s member=%u addr=%s: writes of unknown outcome; members converge on this one",
-		   c->name, m->id, m->addr);
+	/* Retried every 100 ms while it still copies chunks in: said once. */
+	if (m->settle_blocked)
+		log_debug("pool=%s member=%u addr=%s: asked again to be the source", c->name, m->id,
+			  m->addr);
+	else
+		log_notice("pool=%s member=%u addr=%s: writes of unknown outcome; members converge on this one",
+			   c->name, m->id, m->addr);
 }
 
 static void settle_done(struct member *m, const struct rmr_msg *msg)
@@ -389,6 +394,9 @@ static void settle_done(struct member *m, const struct rmr_msg *msg)
 	c->settling = false;
 	if (msg->status == -EAGAIN) {
 		/* Still copying chunks in: another member, or it again later. */
+		if (!m->settle_blocked)
+			log_notice("pool=%s member=%u addr=%s: cannot be the source yet: it still copies in chunks of its activity log (asked again every 100 ms)",
+				   c->name, m->id, m->addr);
 		snprintf(m->reason, sizeof(m->reason),
 			 "unknown writes; waits for a member holding every chunk");
 		m->settle_retry = loop_now(c->loop) + 100 * NS_PER_MS;
