@@ -365,6 +365,7 @@ static void dispatch_read(struct rmr_client *c, struct slot *s)
 static void dispatch_write(struct rmr_client *c, struct slot *s)
 {
 	uint64_t normal = normal_ids(c), failed = 0;
+	uint32_t seq;
 
 	if (c->fenced) {
 		complete(c, s, -ESTALE);
@@ -421,9 +422,19 @@ static void dispatch_write(struct rmr_client *c, struct slot *s)
 	for (unsigned i = 0; i < nmem(c); i++)
 		if (s->legs_mask & ~failed & bit(i))
 			s->holder_ids |= bit(c->members[i].id);
-	for (unsigned i = 0; i < nmem(c); i++)
-		if (failed & bit(i))
-			member_fail(&c->members[i], "send failed");
+	seq = s->seq;
+	for (unsigned i = 0; i < nmem(c); i++) {
+		if (!(failed & bit(i)))
+			continue;
+		member_fail(&c->members[i], "send failed");
+		/*
+		 * A failure takes others with it (another write's answer fails
+		 * a second member): this write may have ended meanwhile (seed
+		 * 95946: it completed twice), its slot maybe already reused.
+		 */
+		if (s->seq != seq || s->phase != SLOT_SENT)
+			return;
+	}
 	if (!(s->legs_mask & ~failed)) {
 		complete(c, s, -EIO);
 		return;

@@ -327,7 +327,14 @@ void unflushed_record_done(struct rmr_client *c, int status)
 {
 	c->records_inflight--;
 	if (status < 0 && c->records_sending) {
-		c->record_failed_at_once = true; /* still first in the queue */
+		/*
+		 * Still first in the queue, which counts it again: its slot's end
+		 * gave back the count the queue had passed to it (seed 33796: the
+		 * count ran below zero, and the member it names stayed "missed"
+		 * for good after a gather).
+		 */
+		c->record_failed_at_once = true;
+		c->missed_inflight[c->record_out.id]++;
 		return;
 	}
 	/*
