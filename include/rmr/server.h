@@ -361,7 +361,15 @@ struct rmr_server_pool_status {
 	uint64_t members_mask;        /**< the pool's members as this member knows them (bit n = id n) */
 	uint64_t detached_mask;       /**< those of them detached: out of I/O, their misses tracked */
 	uint64_t membership_ver;      /**< version of that membership (0: as formatted) */
-	uint64_t dirty_chunks[RMR_MAX_MEMBER_ID + 1]; /**< per member id: chunks it missed, as recorded here */
+	uint64_t dirty_chunks[RMR_MAX_MEMBER_ID + 1]; /**< per member id: chunks it missed or may have lost, as recorded here */
+	/**
+	 * Per member id: of @c dirty_chunks, those it only may have lost: it
+	 * acknowledged their writes with no flush covering them, then left
+	 * (a client's record). It copies them in when back, and until then is
+	 * the holder of last resort of each (for this member's own id: the
+	 * chunks it copies in for that reason).
+	 */
+	uint64_t record_chunks[RMR_MAX_MEMBER_ID + 1];
 	uint32_t sessions;            /**< client sessions attached */
 	uint64_t reads;               /**< read requests served */
 	uint64_t writes;              /**< write requests applied */

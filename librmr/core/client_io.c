@@ -299,6 +299,10 @@ static int send_leg(struct rmr_client *c, struct slot *s, struct member *m, unsi
 		.missed = missed,
 		.flags = type == RMR_MSG_WRITE && (s->io.flags & RMR_IO_PATCH) ? RMR_WIRE_WRITE_PATCH : 0,
 	};
+
+	/* The record slot's MAP_ADD names writes its member may have lost, not missed. */
+	if (type == RMR_MSG_MAP_ADD && s->index == c->record_slot)
+		msg.flags = RMR_WIRE_MAP_ADD_RECORD;
 	struct iovec iov[4] = { { .iov_base = &leg->hdr, .iov_len = sizeof(leg->hdr) } };
 	int n = 1, ret;
 

@@ -11,10 +11,12 @@
  * writes it acknowledged since its last successful flush. When the member
  * leaves NORMAL (its session died, it failed a request, the operator held
  * it out), the client has the members still NORMAL record those chunks as
- * missed by it (MAP_ADD), as if it had missed the writes, so that it copies
- * them back from a peer before it serves them again. Its process may only
- * have crashed and its page cache kept everything; the copy is then
- * redundant, and costs the chunks written since the last flush.
+ * ones it may have lost (MAP_ADD with RMR_WIRE_MAP_ADD_RECORD: records,
+ * kept apart from misses), so that it copies them back from a peer before
+ * it serves them again. Its process may only have crashed and its page
+ * cache kept everything; the copy is then redundant, and costs the chunks
+ * written since the last flush. Where nobody holds a chunk for sure, a
+ * member with only a record of it is the holder of last resort (resync.c).
  *
  * A flush covers what the member acknowledged before the flush went out to
  * it: that is moved to @flushing, dropped when the flush succeeds there.
@@ -192,7 +194,7 @@ void unflushed_member_left(struct member *m, enum rmr_member_state to)
 			c->name, m->id);
 		client_note_missed(c, 1ull << m->id);
 	}
-	log_notice("pool=%s member=%u: left with %llu chunks of writes no flush covered on it: the others record them as missed by it, in case its host lost power",
+	log_notice("pool=%s member=%u: left with %llu chunks of writes no flush covered on it: the others record that it may have lost them, in case its host lost power",
 		   c->name, m->id, (unsigned long long)chunks);
 	records_hold_update(c);
 	client_missed_recompute(c);

@@ -8,6 +8,8 @@
 #include "compiler.h"
 
 #define SLP_ENTRIES (1u << DIRTY_SLP_SHIFT)
+/* What dirty_map_count() counts: misses and records. */
+#define MARKED (DIRTY_BIT | RECORD_BIT)
 #define FLP_ENTRIES (1u << DIRTY_FLP_SHIFT)
 /*
  * A sparse SLP holds up to this many non-zero entries. Past it, the dense
@@ -68,6 +70,7 @@ void dirty_map_clear_all(struct dirty_map *m)
 		if (m->root[r])
 			free_flp(m, r);
 	m->dirty = 0;
+	m->records = 0;
 }
 
 void dirty_map_destroy(struct dirty_map *m)
@@ -208,10 +211,14 @@ int dirty_map_set(struct dirty_map *m, uint64_t chunk, uint8_t value)
 		slp->used++;
 	else if (old && !value)
 		slp->used--;
-	if ((old & DIRTY_BIT) && !(value & DIRTY_BIT))
+	if ((old & MARKED) && !(value & MARKED))
 		m->dirty--;
-	else if (!(old & DIRTY_BIT) && (value & DIRTY_BIT))
+	else if (!(old & MARKED) && (value & MARKED))
 		m->dirty++;
+	if ((old & RECORD_BIT) && !(value & RECORD_BIT))
+		m->records--;
+	else if (!(old & RECORD_BIT) && (value & RECORD_BIT))
+		m->records++;
 
 	if (!slp->used) {
 		m->bytes -= slp->dense ? DENSE_SIZE : SPARSE_SIZE;
@@ -273,7 +280,7 @@ static int mark_whole_page(struct dirty_map *m, uint64_t chunk)
 /* Set the dirty bit on every entry of an existing page, making it dense. */
 static int mark_present_page(struct dirty_map *m, uint64_t chunk)
 {
-	unsigned r, f, e, dirty = 0;
+	unsigned r, f, e, dirty = 0, records = 0;
 	struct dirty_flp *flp;
 	struct dirty_slp *slp;
 
@@ -287,10 +294,12 @@ static int mark_present_page(struct dirty_map *m, uint64_t chunk)
 		flp->slp[f] = slp;
 	}
 	for (unsigned i = 0; i < SLP_ENTRIES; i++) {
-		dirty += slp->u.bytes[i] & DIRTY_BIT;
-		slp->u.bytes[i] |= DIRTY_BIT;
+		dirty += (slp->u.bytes[i] & MARKED) != 0;
+		records += (slp->u.bytes[i] & RECORD_BIT) != 0;
+		slp->u.bytes[i] = (uint8_t)((slp->u.bytes[i] & ~RECORD_BIT) | DIRTY_BIT);
 	}
 	m->dirty += SLP_ENTRIES - dirty;
+	m->records -= records;
 	slp->used = SLP_ENTRIES;
 	return 0;
 }
@@ -323,12 +332,29 @@ int dirty_map_mark(struct dirty_map *m, uint64_t first, uint64_t count)
 		}
 		uint8_t v = dirty_map_get(m, c);
 
-		if (!(v & DIRTY_BIT)) {
-			ret = dirty_map_set(m, c, v | DIRTY_BIT);
+		if ((v & (DIRTY_BIT | RECORD_BIT)) != DIRTY_BIT) {
+			ret = dirty_map_set(m, c, (uint8_t)((v & ~RECORD_BIT) | DIRTY_BIT));
 			if (ret < 0)
 				return ret;
 		}
 		c++;
+	}
+	return 0;
+}
+
+int dirty_map_record(struct dirty_map *m, uint64_t first, uint64_t count)
+{
+	if (first > m->nchunks || count > m->nchunks - first)
+		return -ERANGE;
+	for (uint64_t c = first; c < first + count; c++) {
+		uint8_t v = dirty_map_get(m, c);
+		int ret;
+
+		if (v & (DIRTY_BIT | RECORD_BIT))
+			continue;
+		ret = dirty_map_set(m, c, v | RECORD_BIT);
+		if (ret < 0)
+			return ret;
 	}
 	return 0;
 }
@@ -378,10 +404,10 @@ found:
 }
 
 /* The runs of aligned 2^@shift-chunk blocks holding dirty chunks; @max + 1 if more. */
-static unsigned cover_at(const struct dirty_map *m, unsigned shift, unsigned max,
+static unsigned cover_at(const struct dirty_map *m, uint8_t bits, unsigned shift, unsigned max,
 			 struct dirty_range *out)
 {
-	uint64_t block = 1ull << shift, c = dirty_map_next(m, 0, DIRTY_BIT);
+	uint64_t block = 1ull << shift, c = dirty_map_next(m, 0, bits);
 	unsigned n = 0;
 
 	while (c != UINT64_MAX) {
@@ -389,7 +415,7 @@ static unsigned cover_at(const struct dirty_map *m, unsigned shift, unsigned max
 
 		/* The run goes on while the next dirty chunk lies in the block after it. */
 		for (;;) {
-			c = end < m->nchunks ? dirty_map_next(m, end, DIRTY_BIT) : UINT64_MAX;
+			c = end < m->nchunks ? dirty_map_next(m, end, bits) : UINT64_MAX;
 			if (c == UINT64_MAX || c >= end + block)
 				break;
 			end += block;
@@ -403,25 +429,48 @@ static unsigned cover_at(const struct dirty_map *m, unsigned shift, unsigned max
 	return n;
 }
 
-unsigned dirty_map_cover(const struct dirty_map *m, unsigned max, struct dirty_range *out)
+unsigned dirty_map_cover_bits(const struct dirty_map *m, uint8_t bits, unsigned max,
+			      struct dirty_range *out)
 {
 	/* One block of the whole map is one range: the loop ends there at the latest. */
 	for (unsigned shift = 0;; shift++) {
-		unsigned n = cover_at(m, shift, max, out);
+		unsigned n = cover_at(m, bits, shift, max, out);
 
 		if (n <= max)
 			return n;
 	}
 }
 
-int dirty_map_merge(struct dirty_map *dst, const struct dirty_map *src)
+unsigned dirty_map_cover(const struct dirty_map *m, unsigned max, struct dirty_range *out)
 {
-	for (uint64_t c = dirty_map_next(src, 0, DIRTY_BIT); c != UINT64_MAX;
-	     c = dirty_map_next(src, c + 1, DIRTY_BIT)) {
-		int ret = dirty_map_mark(dst, c, 1);
+	return dirty_map_cover_bits(m, DIRTY_BIT, max, out);
+}
 
+static int merge(struct dirty_map *dst, const struct dirty_map *src, bool absorb)
+{
+	for (uint64_t c = dirty_map_next(src, 0, DIRTY_BIT | RECORD_BIT); c != UINT64_MAX;
+	     c = dirty_map_next(src, c + 1, DIRTY_BIT | RECORD_BIT)) {
+		uint8_t v = dirty_map_get(src, c), d = dirty_map_get(dst, c);
+		int ret = 0;
+
+		if (v & DIRTY_BIT)
+			ret = dirty_map_mark(dst, c, 1);
+		else if (absorb && !(d & DIRTY_BIT))
+			ret = dirty_map_set(dst, c, d | DIRTY_BIT | RECORD_BIT);
+		else if (!absorb)
+			ret = dirty_map_record(dst, c, 1);
 		if (ret < 0)
 			return ret;
 	}
 	return 0;
+}
+
+int dirty_map_merge(struct dirty_map *dst, const struct dirty_map *src)
+{
+	return merge(dst, src, false);
+}
+
+int dirty_map_absorb(struct dirty_map *dst, const struct dirty_map *src)
+{
+	return merge(dst, src, true);
 }

@@ -2,8 +2,12 @@
 /*
  * Dirty map: for one member of a pool, which chunks it has missed.
  *
- * Each chunk has a one-byte entry (bit 0 dirty, bit 1 syncing, the rest
- * reserved). Entries live in a two-level table: a fixed root of pointers to
+ * Each chunk has a one-byte entry (bit 0 dirty, bit 1 syncing, bit 2
+ * record, the rest reserved). A record says less than dirty: the member
+ * acknowledged the chunk's last writes, but no flush covered them on it, so
+ * it may have lost them to a power loss of its host (a client's record,
+ * client_unflushed.c). Marking a chunk dirty drops its record; recording a
+ * dirty chunk leaves it dirty. Entries live in a two-level table: a fixed root of pointers to
  * first-level pages (FLP) of pointers to second-level pages (SLP) of 4096
  * entries. Pages are allocated on first touch and freed when their last
  * non-zero entry is cleared, so memory follows the dirty spread, not the pool
@@ -24,6 +28,7 @@
 
 #define DIRTY_BIT 0x01u
 #define SYNCING_BIT 0x02u
+#define RECORD_BIT 0x04u
 #define DIRTY_MAP_MAX_CHUNKS (1ull << 29)
 
 #define DIRTY_SLP_SHIFT 12 /* 4096 entries per second-level page */
@@ -35,7 +40,8 @@ struct dirty_flp;
 
 struct dirty_map {
 	uint64_t nchunks;
-	uint64_t dirty;       /* entries with DIRTY_BIT */
+	uint64_t dirty;       /* entries with DIRTY_BIT or RECORD_BIT */
+	uint64_t records;     /* entries with RECORD_BIT */
 	size_t bytes;         /* memory held by pages */
 	struct dirty_flp *root[DIRTY_ROOT_SIZE];
 };
@@ -51,8 +57,10 @@ uint8_t dirty_map_get(const struct dirty_map *m, uint64_t chunk);
  * the map, or -ENOMEM (the entry is then unchanged).
  */
 int dirty_map_set(struct dirty_map *m, uint64_t chunk, uint8_t value);
-/* Set DIRTY_BIT on [first, first+count). Returns 0, -ERANGE or -ENOMEM. */
+/* Set DIRTY_BIT on [first, first+count), dropping records. Returns 0, -ERANGE or -ENOMEM. */
 int dirty_map_mark(struct dirty_map *m, uint64_t first, uint64_t count);
+/* Set RECORD_BIT on the chunks of [first, first+count) not dirty. Returns 0, -ERANGE or -ENOMEM. */
+int dirty_map_record(struct dirty_map *m, uint64_t first, uint64_t count);
 /* Clear every entry. */
 void dirty_map_clear_all(struct dirty_map *m);
 
@@ -74,12 +82,31 @@ struct dirty_range {
  * the map's end). Returns the number of ranges, 0 for an empty map.
  */
 unsigned dirty_map_cover(const struct dirty_map *m, unsigned max, struct dirty_range *out);
-/* Set DIRTY_BIT in @dst wherever @src has it. Returns 0 or -ENOMEM. */
+/* The same for the entries with any of @bits. */
+unsigned dirty_map_cover_bits(const struct dirty_map *m, uint8_t bits, unsigned max,
+			      struct dirty_range *out);
+/*
+ * Add @src to @dst: dirty where @src is dirty, a record where @src has one
+ * and @dst is clean. Returns 0 or -ENOMEM.
+ */
 int dirty_map_merge(struct dirty_map *dst, const struct dirty_map *src);
+/*
+ * The same, except that @src's records become dirty in @dst, which keeps
+ * RECORD_BIT with them (a member's own map: what it may have lost itself it
+ * copies in, yet may serve as a last resort; see resync.c).
+ */
+int dirty_map_absorb(struct dirty_map *dst, const struct dirty_map *src);
 
+/* Entries marked: misses and records. */
 static inline uint64_t dirty_map_count(const struct dirty_map *m)
 {
 	return m->dirty;
+}
+
+/* Entries that are records (our own map's: misses that were records). */
+static inline uint64_t dirty_map_records(const struct dirty_map *m)
+{
+	return m->records;
 }
 
 /* Bytes of memory the pages take (the root array not counted). */

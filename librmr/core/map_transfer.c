@@ -37,6 +37,12 @@
 static void gather_free(struct srv_pool *p);
 static bool gather_outdated(const struct srv_pool *p, unsigned id, uint64_t mark_ver);
 
+/* The range flags an entry travels with: a record, or a miss. */
+static uint16_t range_kind(uint8_t entry)
+{
+	return (entry & RECORD_BIT) ? RMR_MAP_RANGE_RECORD : 0;
+}
+
 uint32_t map_transfer_serve(const struct srv_pool *p, void *buf, uint32_t cap, uint16_t *id,
 			    uint64_t *chunk, bool *last)
 {
@@ -67,16 +73,19 @@ uint32_t map_transfer_serve(const struct srv_pool *p, void *buf, uint32_t cap, u
 				rmr_wire_encode_map_range(&w[n++], &v);
 			}
 		}
-		for (uint64_t c = dirty_map_next(m, *chunk, DIRTY_BIT); c != UINT64_MAX;
-		     c = dirty_map_next(m, c, DIRTY_BIT)) {
-			struct rmr_map_range r = { .member_id = *id, .first = c, .count = 0 };
+		for (uint64_t c = dirty_map_next(m, *chunk, DIRTY_BIT | RECORD_BIT); c != UINT64_MAX;
+		     c = dirty_map_next(m, c, DIRTY_BIT | RECORD_BIT)) {
+			/* A run of misses, or of records (our own may be dirty by a record). */
+			uint16_t kind = range_kind(dirty_map_get(m, c));
+			struct rmr_map_range r = { .member_id = *id, .flags = kind, .first = c };
 
 			if (n == max) {
 				*chunk = c;
 				return n * sizeof(*w);
 			}
 			while (c < m->nchunks && r.count < UINT32_MAX &&
-			       (dirty_map_get(m, c) & DIRTY_BIT)) {
+			       (dirty_map_get(m, c) & (DIRTY_BIT | RECORD_BIT)) &&
+			       range_kind(dirty_map_get(m, c)) == kind) {
 				c++;
 				r.count++;
 			}
@@ -133,7 +142,8 @@ static int pull_apply(struct srv_pool *p)
 			   "taking its maps later", p->name, self, p->pull_source);
 		return -EAGAIN;
 	}
-	ret = dirty_map_merge(own, p->pull_maps[self]);
+	/* What others recorded we may have lost, we copy in like what we missed. */
+	ret = dirty_map_absorb(own, p->pull_maps[self]);
 	if (ret < 0)
 		return ret;
 	/* Writes of a writer that crashed may have reached only this member. */
@@ -282,6 +292,8 @@ static int gather_take(struct srv_pool *p, unsigned src, const struct rmr_map_ra
 			return -ENOMEM;
 		}
 	}
+	if (r->flags & RMR_MAP_RANGE_RECORD)
+		return dirty_map_record(*m, r->first, r->count);
 	return dirty_map_mark(*m, r->first, r->count);
 }
 
@@ -335,7 +347,8 @@ static void get_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int 
 
 			if (rmr_wire_decode_map_range(rsp, i, &r, why, sizeof(why)) < 0 ||
 			    !p->pull_maps[r.member_id] ||
-			    (!r.flags && (r.first >= p->nchunks || r.count > p->nchunks - r.first))) {
+			    (!(r.flags & RMR_MAP_RANGE_VERS) &&
+			     (r.first >= p->nchunks || r.count > p->nchunks - r.first))) {
 				log_err("pool=%s member=%u: bad map range from member %u", p->name,
 					p->params.member_id, peer_id(pe));
 				status = -EPROTO;
@@ -346,6 +359,9 @@ static void get_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int 
 			else if (r.flags & RMR_MAP_RANGE_MARK_VER)
 				p->pull_mark_ver[r.member_id] =
 					RMR_MAX(p->pull_mark_ver[r.member_id], r.first);
+			else if (r.flags & RMR_MAP_RANGE_RECORD)
+				status = dirty_map_record(p->pull_maps[r.member_id], r.first,
+							  r.count);
 			else if (!r.flags)
 				status = dirty_map_mark(p->pull_maps[r.member_id], r.first,
 							r.count);

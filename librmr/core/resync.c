@@ -21,6 +21,7 @@ struct copy {
 	uint64_t addr, end;          /* next byte to copy, end of the chunk */
 	uint64_t tried;              /* peer ids that could not provide it */
 	struct peer *pe;             /* the peer it copies from now */
+	bool last_resort;            /* ... which holds it unless it lost it (a record) */
 	uint64_t epoch;              /* p->resync_epoch when it started */
 	bool background;
 	struct copy *next;           /* copy_queue */
@@ -37,21 +38,88 @@ static bool own_dirty(const struct srv_pool *p, uint64_t chunk)
 	return dirty_map_get(pool_own_map(p), chunk) & DIRTY_BIT;
 }
 
-/* A peer that is up and holds @chunk (as far as this member knows), round-robin. */
-static struct peer *pick_peer(struct srv_pool *p, uint64_t chunk, uint64_t tried)
+static uint8_t entry_of(const struct srv_pool *p, unsigned id, uint64_t chunk)
 {
+	return p->maps[id] ? dirty_map_get(p->maps[id], chunk) : 0;
+}
+
+static bool all_up(const struct srv_pool *p)
+{
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+		if ((p->params.members_mask & (1ull << id)) && id != p->params.member_id &&
+		    !peer_is_up(p->peers[id]))
+			return false;
+	return true;
+}
+
+/* A peer up that holds @chunk for sure, tried or not (it may only be busy with it). */
+static bool sure_holder_up(const struct srv_pool *p, uint64_t chunk)
+{
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+		if (id != p->params.member_id && peer_is_up(p->peers[id]) &&
+		    !(p->uncertain_peers & (1ull << id)) &&
+		    !(entry_of(p, id, chunk) & (DIRTY_BIT | RECORD_BIT)))
+			return true;
+	return false;
+}
+
+/*
+ * No member holds @chunk for sure: the one whose copy the pool takes, of
+ * those that hold it unless their host lost power since (a record; our own
+ * entry may be one too, if we may have lost it ourselves). Only with every
+ * member up: one that holds it for sure may be among those away. The lowest
+ * id, so that two such members do not copy each other's at once; one that
+ * may have lost it itself takes only a lower one's.
+ */
+static struct peer *last_resort_peer(struct srv_pool *p, uint64_t chunk, uint64_t tried)
+{
+	unsigned self = p->params.member_id;
+	bool own_record = entry_of(p, self, chunk) & RECORD_BIT;
+
+	if (!all_up(p) || sure_holder_up(p, chunk))
+		return NULL;
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID && (!own_record || id < self); id++) {
+		if (id == self || !peer_is_up(p->peers[id]) || (tried & (1ull << id)) ||
+		    (p->uncertain_peers & (1ull << id)))
+			continue;
+		if ((entry_of(p, id, chunk) & (DIRTY_BIT | RECORD_BIT)) == RECORD_BIT)
+			return p->peers[id];
+	}
+	return NULL;
+}
+
+/*
+ * No peer gives @chunk, for sure or as a last resort, and we may have lost
+ * it only to a power loss ourselves: of the last resorts we are the one,
+ * and our copy becomes the pool's.
+ */
+static bool keeps_own(struct srv_pool *p, uint64_t chunk, uint64_t tried)
+{
+	return (entry_of(p, p->params.member_id, chunk) & RECORD_BIT) && all_up(p) &&
+	       !sure_holder_up(p, chunk) && !last_resort_peer(p, chunk, tried);
+}
+
+/*
+ * A peer that is up and holds @chunk (as far as this member knows),
+ * round-robin; else one of last resort (*@last_resort set).
+ */
+static struct peer *pick_peer(struct srv_pool *p, uint64_t chunk, uint64_t tried,
+			      bool *last_resort)
+{
+	*last_resort = false;
 	for (unsigned i = 0; i < RMR_MAX_MEMBER_ID; i++) {
 		unsigned id = 1 + (p->rr_peer + i) % RMR_MAX_MEMBER_ID;
 		struct peer *pe = p->peers[id];
 
 		if (!peer_is_up(pe) || (tried & (1ull << id)) || (p->uncertain_peers & (1ull << id)))
 			continue;
-		if (p->maps[id] && (dirty_map_get(p->maps[id], chunk) & DIRTY_BIT))
+		if (entry_of(p, id, chunk) & (DIRTY_BIT | RECORD_BIT))
 			continue;
 		p->rr_peer = id;
 		return pe;
 	}
-	return NULL;
+	*last_resort = true;
+	return last_resort_peer(p, chunk, tried);
 }
 
 static bool any_peer_up(const struct srv_pool *p)
@@ -66,7 +134,8 @@ static bool any_peer_up(const struct srv_pool *p)
 static bool peer_holds(struct srv_pool *p, uint64_t chunk)
 {
 	unsigned rr = p->rr_peer;
-	bool found = pick_peer(p, chunk, 0) != NULL;
+	bool last_resort;
+	bool found = pick_peer(p, chunk, 0, &last_resort) != NULL || keeps_own(p, chunk, 0);
 
 	p->rr_peer = rr;
 	return found;
@@ -202,14 +271,31 @@ static void copy_send(struct copy *cp)
 		uint32_t len;
 		int ret;
 
-		if (!cp->pe)
-			cp->pe = pick_peer(p, cp->chunk, cp->tried);
+		if (!cp->pe) {
+			cp->pe = pick_peer(p, cp->chunk, cp->tried, &cp->last_resort);
+			/* One copy, whole: no piece of a surer one under it. */
+			if (cp->pe && cp->last_resort) {
+				cp->addr = cp->chunk << p->chunk_shift;
+				log_warn("pool=%s member=%u: no member holds chunk %llu for sure: copying it from member %u, which holds it unless its host lost power since",
+					 p->name, p->params.member_id, (unsigned long long)cp->chunk,
+					 peer_id(cp->pe));
+			}
+		}
+		if (!cp->pe && cp->addr == cp->chunk << p->chunk_shift &&
+		    keeps_own(p, cp->chunk, cp->tried)) {
+			log_warn("pool=%s member=%u: no member holds chunk %llu for sure: keeping this member's copy, which it holds unless its host lost power since",
+				 p->name, p->params.member_id, (unsigned long long)cp->chunk);
+			copy_finish(cp, 0);
+			return;
+		}
 		if (!cp->pe) {
 			copy_finish(cp, -ENODATA);
 			return;
 		}
 		len = (uint32_t)RMR_MIN(cp->end - cp->addr, (uint64_t)peer_max_io(cp->pe));
-		ret = peer_send(cp->pe, RMR_MSG_SYNC_READ, 0, cp->addr, len, copy_done, cp);
+		ret = peer_send(cp->pe, RMR_MSG_SYNC_READ,
+				cp->last_resort ? RMR_SYNC_READ_LAST_RESORT : 0, cp->addr, len,
+				copy_done, cp);
 		if (ret == 0)
 			return;
 		if (ret == -EBUSY) {
@@ -609,8 +695,8 @@ void resync_peer_clean(struct srv_pool *p, uint16_t id, uint64_t map_ver, uint64
 		p->full_clear_ver[id] = RMR_MAX(p->full_clear_ver[id], map_ver);
 		p->uncertain_peers &= ~(1ull << id); /* it converged */
 	}
-	for (uint64_t c = dirty_map_next(m, first, DIRTY_BIT); c < first + count;
-	     c = dirty_map_next(m, c + 1, DIRTY_BIT))
+	for (uint64_t c = dirty_map_next(m, first, DIRTY_BIT | RECORD_BIT); c < first + count;
+	     c = dirty_map_next(m, c + 1, DIRTY_BIT | RECORD_BIT))
 		pool_clear_chunk(p, id, c);
 }
 

@@ -663,8 +663,12 @@ static void serve_sync_read(struct srv_req *req)
 	uint64_t chunk = pool_first_chunk(p, req->io.addr);
 	int ret = -EAGAIN;
 
-	if (!(dirty_map_get(pool_own_map(p), chunk) & DIRTY_BIT) &&
-	    !sync_index_find(&p->syncing, chunk))
+	uint8_t own = dirty_map_get(pool_own_map(p), chunk);
+	/* Dirty here only in case our host lost power: the copier has nothing surer. */
+	bool last_resort = req->io.op == RMR_SYNC_READ_LAST_RESORT &&
+			   (own & (DIRTY_BIT | RECORD_BIT)) == (DIRTY_BIT | RECORD_BIT);
+
+	if ((!(own & DIRTY_BIT) || last_resort) && !sync_index_find(&p->syncing, chunk))
 		ret = p->ops.chunk_export(p->store, req->io.addr, req->io.data, req->io.len);
 	if (ret == 0)
 		p->served_sync_bytes += req->io.len;
@@ -718,7 +722,7 @@ static void on_request(struct srv_session *sess, const struct rmr_msg *msg, void
 	req->io.data_len = 0;
 	req->io.arg = NULL;
 	req->io.arg_len = 0;
-	req->io.flags = msg->flags & RMR_WIRE_WRITE_PATCH ? RMR_IO_PATCH : 0;
+	req->io.flags = msg->type == RMR_MSG_WRITE && (msg->flags & RMR_WIRE_WRITE_PATCH) ? RMR_IO_PATCH : 0;
 	req->read_len = msg->len;
 
 	/* A writer that lost the epoch touches nothing, not even the maps. */
@@ -754,7 +758,9 @@ static void on_request(struct srv_session *sess, const struct rmr_msg *msg, void
 		return;
 	case RMR_MSG_MAP_ADD:
 		ret = pool_note(p, msg->map_ver, msg->missed);
-		if (ret == 0)
+		if (ret == 0 && (msg->flags & RMR_WIRE_MAP_ADD_RECORD))
+			ret = pool_record(p, msg->missed, msg->map_ver, msg->addr, msg->len);
+		else if (ret == 0)
 			ret = pool_mark_held(p, msg->missed, msg->map_ver, msg->addr, msg->len);
 		req_answer(req, RMR_MSG_MAP_ADD_RSP, ret, 0);
 		return;
@@ -1613,9 +1619,12 @@ static void fill_status(void *arg)
 		for (unsigned k = 0; k < p->membership.n; k++)
 			if (p->membership.m[k].detached)
 				ps->detached_mask |= 1ull << p->membership.m[k].id;
-		for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
-			if (p->maps[id])
-				ps->dirty_chunks[id] = dirty_map_count(p->maps[id]);
+		for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
+			if (!p->maps[id])
+				continue;
+			ps->dirty_chunks[id] = dirty_map_count(p->maps[id]);
+			ps->record_chunks[id] = dirty_map_records(p->maps[id]);
+		}
 		ps->reads = p->reads;
 		ps->writes = p->writes;
 		ps->read_bytes = p->read_bytes;

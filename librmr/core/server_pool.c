@@ -24,7 +24,7 @@
  * that versions 1 and 2 kept zero a meaning: pulled_ver.
  */
 #define META_MAGIC 0x4d524d52u /* "RMRM" */
-#define META_VERSION 3
+#define META_VERSION 4
 struct meta_hdr {
 	rmr_le32 magic;
 	rmr_le32 version;
@@ -33,7 +33,28 @@ struct meta_hdr {
 	rmr_le64 pulled_ver; /* the client's map version at the last map pull taken; 0: none */
 };
 _Static_assert(sizeof(struct meta_hdr) == 32, "meta blob header size");
-#define META_BLOB_MAX (sizeof(struct meta_hdr) + RMR_WIRE_MEMBERS_MAX)
+/*
+ * Version 4: after the header, the records of the members' maps (chunks a
+ * member may have lost to a power loss of its host; RECORD_BIT): a count,
+ * then that many ranges. The dirty bitmaps hold misses only, so without
+ * these a restart would lose the records. At most META_RECORDS ranges: more
+ * are covered by fewer, larger ones (a record of a chunk the member holds
+ * only makes it a holder of last resort for it).
+ */
+struct meta_records {
+	rmr_le32 count;
+	rmr_le32 reserved;  /* zero */
+};
+struct meta_record {
+	rmr_le16 member_id;
+	rmr_le16 reserved;  /* zero */
+	rmr_le32 count;     /* chunks, >= 1 */
+	rmr_le64 first;
+};
+_Static_assert(sizeof(struct meta_record) == 16, "meta record size");
+#define META_RECORDS 256u
+#define META_BLOB_MAX (sizeof(struct meta_hdr) + sizeof(struct meta_records) + \
+		       META_RECORDS * sizeof(struct meta_record) + RMR_WIRE_MEMBERS_MAX)
 #define META_MAX (4u << 20)
 /* The dirty-map area is written in blocks of this size. */
 #define MAP_BLOCK 4096u
@@ -65,6 +86,55 @@ RMR_EXPORT uint64_t rmr_server_map_area_size(uint64_t pool_size, uint32_t chunk_
 	return MAP_SLOTS * map_bitmap_bytes(nchunks) + 2 * AL_RECORD_BYTES;
 }
 
+/* Members whose maps hold records, and how many runs of them there are in all. */
+static uint64_t records_runs(const struct srv_pool *p, unsigned *holders)
+{
+	uint64_t runs = 0;
+
+	*holders = 0;
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
+		const struct dirty_map *m = p->maps[id];
+		uint64_t c = m && id != p->params.member_id ? dirty_map_next(m, 0, RECORD_BIT)
+							     : UINT64_MAX;
+
+		*holders += c != UINT64_MAX;
+		while (c != UINT64_MAX) {
+			runs++;
+			while (c < m->nchunks && (dirty_map_get(m, c) & RECORD_BIT))
+				c++;
+			c = c < m->nchunks ? dirty_map_next(m, c, RECORD_BIT) : UINT64_MAX;
+		}
+	}
+	return runs;
+}
+
+/*
+ * The records of the others' maps into @out (META_RECORDS entries at most);
+ * returns the entries used. Our own map's records are not kept: after a
+ * restart its chunks are plainly dirty (copied in, never served as a last
+ * resort), which errs on the safe side.
+ */
+static unsigned records_encode(const struct srv_pool *p, struct meta_record *out)
+{
+	struct dirty_range r[META_RECORDS];
+	unsigned holders, n = 0;
+	uint64_t runs = records_runs(p, &holders);
+
+	for (unsigned id = 1; holders && id <= RMR_MAX_MEMBER_ID; id++) {
+		unsigned k;
+
+		if (!p->maps[id] || id == p->params.member_id)
+			continue;
+		k = dirty_map_cover_bits(p->maps[id], RECORD_BIT,
+					 runs <= META_RECORDS ? META_RECORDS : META_RECORDS / holders, r);
+		for (unsigned i = 0; i < k; i++)
+			out[n++] = (struct meta_record){ .member_id = cpu_to_le16((uint16_t)id),
+							 .count = cpu_to_le32((uint32_t)RMR_MIN(r[i].count, UINT32_MAX)),
+							 .first = cpu_to_le64(r[i].first) };
+	}
+	return n;
+}
+
 int pool_meta_save(struct srv_pool *p)
 {
 	struct meta_hdr m = {
@@ -74,14 +144,23 @@ int pool_meta_save(struct srv_pool *p)
 		.missed = cpu_to_le64(p->missed),
 		.pulled_ver = cpu_to_le64(p->pull_done_ver),
 	};
+	struct meta_record rec[META_RECORDS];
+	struct meta_records rh = { 0 };
 	uint8_t blob[META_BLOB_MAX];
+	unsigned nrec = records_encode(p, rec);
 	size_t len;
 	int ret;
 
 	if (!p->ops.meta_save)
 		return 0;
+	rh.count = cpu_to_le32(nrec);
 	memcpy(blob, &m, sizeof(m));
-	len = sizeof(m) + rmr_wire_encode_members(blob + sizeof(m), &p->membership);
+	len = sizeof(m);
+	memcpy(blob + len, &rh, sizeof(rh));
+	len += sizeof(rh);
+	memcpy(blob + len, rec, nrec * sizeof(rec[0]));
+	len += nrec * sizeof(rec[0]);
+	len += rmr_wire_encode_members(blob + len, &p->membership);
 	ret = p->ops.meta_save(p->store, blob, len);
 	if (ret < 0)
 		log_err("pool=%s member=%u: saving metadata failed: %s", p->name,
@@ -233,6 +312,61 @@ static int load_maps(struct srv_pool *p)
 	return ret;
 }
 
+/*
+ * The records section of a version 4 blob at @blob (@len bytes): checked,
+ * kept for load_records(). Returns its size, or -EBADMSG.
+ */
+static ssize_t records_decode(struct srv_pool *p, const uint8_t *blob, size_t len)
+{
+	struct meta_records rh;
+	size_t size;
+
+	if (len < sizeof(rh))
+		return -EBADMSG;
+	memcpy(&rh, blob, sizeof(rh));
+	if (le32_to_cpu(rh.count) > META_RECORDS || le32_to_cpu(rh.reserved))
+		return -EBADMSG;
+	size = sizeof(rh) + le32_to_cpu(rh.count) * sizeof(struct meta_record);
+	if (len < size)
+		return -EBADMSG;
+	p->nrecords_loaded = le32_to_cpu(rh.count);
+	if (p->nrecords_loaded) {
+		p->records_loaded = malloc(p->nrecords_loaded * sizeof(struct meta_record));
+		if (!p->records_loaded)
+			return -ENOMEM;
+		memcpy(p->records_loaded, blob + sizeof(rh), p->nrecords_loaded * sizeof(struct meta_record));
+	}
+	for (unsigned i = 0; i < p->nrecords_loaded; i++) {
+		const struct meta_record *r = (const struct meta_record *)p->records_loaded + i;
+		uint16_t id = le16_to_cpu(r->member_id);
+		uint64_t first = le64_to_cpu(r->first), count = le32_to_cpu(r->count);
+
+		if (id == 0 || id > RMR_MAX_MEMBER_ID || le16_to_cpu(r->reserved) || count == 0 ||
+		    first >= p->nchunks || count > p->nchunks - first)
+			return -EBADMSG;
+	}
+	return (ssize_t)size;
+}
+
+/* The records the blob held, into the maps loaded from the bitmaps (misses stay misses). */
+static int load_records(struct srv_pool *p)
+{
+	int ret = 0;
+
+	for (unsigned i = 0; i < p->nrecords_loaded && ret == 0; i++) {
+		const struct meta_record *r = (const struct meta_record *)p->records_loaded + i;
+		uint16_t id = le16_to_cpu(r->member_id);
+
+		if (p->maps[id] && id != p->params.member_id)
+			ret = dirty_map_record(p->maps[id], le64_to_cpu(r->first),
+					       le32_to_cpu(r->count));
+	}
+	free(p->records_loaded);
+	p->records_loaded = NULL;
+	p->nrecords_loaded = 0;
+	return ret;
+}
+
 /* Load the blob; the membership stays the formatted one unless the blob has one. */
 static int pool_meta_load(struct srv_pool *p)
 {
@@ -240,7 +374,8 @@ static int pool_meta_load(struct srv_pool *p)
 	struct rmr_membership ms;
 	struct meta_hdr m;
 	const char *bad = NULL;
-	size_t len = 0;
+	size_t len = 0, off = sizeof(m);
+	ssize_t rec = 0;
 	char why[160];
 	int ret;
 
@@ -270,7 +405,17 @@ static int pool_meta_load(struct srv_pool *p)
 	p->pull_done_ver = le64_to_cpu(m.pulled_ver);
 	if (le32_to_cpu(m.version) == 1)
 		return 0;
-	if (rmr_wire_decode_members(blob + sizeof(m), len - sizeof(m), &ms, why, sizeof(why)) < 0 ||
+	if (le32_to_cpu(m.version) >= 4)
+		rec = records_decode(p, blob + off, len - off);
+	if (rec == -ENOMEM)
+		return -ENOMEM;
+	if (rec < 0) {
+		log_err("pool=%s member=%u: the records in the metadata blob are corrupt", p->name,
+			p->params.member_id);
+		return -EBADMSG;
+	}
+	off += (size_t)rec;
+	if (rmr_wire_decode_members(blob + off, len - off, &ms, why, sizeof(why)) < 0 ||
 	    (bad = membership_invalid(p, &ms)) != NULL) {
 		log_err("pool=%s member=%u: the membership in the metadata blob is unusable: %s",
 			p->name, p->params.member_id, bad ? bad : why);
@@ -316,11 +461,14 @@ uint32_t pool_chunk_len(const struct srv_pool *p, uint64_t chunk)
 int pool_mark_chunks(struct srv_pool *p, unsigned id, uint64_t first, uint64_t count)
 {
 	uint64_t before;
+	bool records;
 	int ret;
 
 	if (!count || !p->maps[id])
 		return 0;
 	before = dirty_map_count(p->maps[id]);
+	/* A record the mark turns into a miss changes no count, yet the disk must learn it. */
+	records = dirty_map_next(p->maps[id], first, RECORD_BIT) < first + count;
 	ret = dirty_map_mark(p->maps[id], first, count);
 	if (ret < 0) {
 		log_err("pool=%s member=%u: cannot record chunks missed by member %u: %s", p->name,
@@ -329,7 +477,8 @@ int pool_mark_chunks(struct srv_pool *p, unsigned id, uint64_t first, uint64_t c
 	}
 	/* All on record already, the common case while degraded; unless a block
 	 * holding them could not be written (then it is stale, and tried again). */
-	if (dirty_map_count(p->maps[id]) == before && !blocks_stale(p, id, first, first + count - 1))
+	if (dirty_map_count(p->maps[id]) == before && !records &&
+	    !blocks_stale(p, id, first, first + count - 1))
 		return 0;
 	log_debug("pool=%s member=%u: member %u missed chunks %llu..%llu (mark version %llu)", p->name,
 		  p->params.member_id, id, (unsigned long long)first,
@@ -372,6 +521,40 @@ int pool_mark(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64_t ad
 		return 0;
 	first = pool_first_chunk(p, addr);
 	return mark_members(p, missed, map_ver, first, pool_last_chunk(p, addr, len) - first + 1);
+}
+
+int pool_record(struct srv_pool *p, uint64_t ids, uint64_t map_ver, uint64_t addr,
+		uint64_t len)
+{
+	uint64_t first, count;
+
+	ids &= p->params.members_mask & ~(1ull << p->params.member_id);
+	if (!ids || !len)
+		return 0;
+	first = pool_first_chunk(p, addr);
+	count = pool_last_chunk(p, addr, len) - first + 1;
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
+		uint64_t before;
+		int ret;
+
+		if (!(ids & (1ull << id)) || !p->maps[id])
+			continue;
+		p->mark_ver[id] = RMR_MAX(p->mark_ver[id], map_ver);
+		before = dirty_map_count(p->maps[id]);
+		ret = dirty_map_record(p->maps[id], first, count);
+		if (ret < 0) {
+			log_err("pool=%s member=%u: cannot record chunks member %u may have lost: %s",
+				p->name, p->params.member_id, id, strerror(-ret));
+			return ret;
+		}
+		log_debug("pool=%s member=%u: member %u may have lost chunks %llu..%llu (mark version %llu)",
+			  p->name, p->params.member_id, id, (unsigned long long)first,
+			  (unsigned long long)(first + count - 1), (unsigned long long)p->mark_ver[id]);
+		if (before == 0 && dirty_map_count(p->maps[id]))
+			server_event_dirty(p, (uint16_t)id, true);
+	}
+	/* Durable before the answer: the bitmaps hold misses only. */
+	return pool_meta_save(p);
 }
 
 /* Does a member outside @ids hold @chunk, as far as this member knows? */
@@ -417,8 +600,18 @@ int pool_mark_held(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64
 
 int pool_clear_chunk(struct srv_pool *p, unsigned id, uint64_t chunk)
 {
-	if (!p->maps[id] || !(dirty_map_get(p->maps[id], chunk) & DIRTY_BIT))
+	uint8_t v = p->maps[id] ? dirty_map_get(p->maps[id], chunk) : 0;
+
+	if (!(v & (DIRTY_BIT | RECORD_BIT)))
 		return 0;
+	/* A record only: the disk holds none of it (the blob drops it at its next save). */
+	if (!(v & DIRTY_BIT)) {
+		dirty_map_set(p->maps[id], chunk, 0);
+		if (dirty_map_count(p->maps[id]) == 0)
+			server_event_dirty(p, (uint16_t)id, false);
+		p->clears_pending = true;
+		return 0;
+	}
 	/* Our own stays dirty on disk until a flush made its copy durable. */
 	if (id == p->params.member_id && dirty_map_set(p->own_cleared, chunk, DIRTY_BIT) < 0)
 		return -ENOMEM;
@@ -831,6 +1024,7 @@ void pool_free(struct srv_pool *p)
 			dirty_map_destroy(p->pull_maps[id]);
 		free(p->pull_maps[id]);
 	}
+	free(p->records_loaded);
 	flusher_destroy(&p->flusher);
 	flusher_destroy(&p->prober);
 	dirty_map_destroy(&p->own_sets[0]);
@@ -972,6 +1166,8 @@ int pool_new(struct rmr_server *s, const struct rmr_pool_params *params,
 	}
 	if (ret == 0)
 		ret = load_maps(p);
+	if (ret == 0)
+		ret = load_records(p);
 	if (ret == 0)
 		ret = al_load_records(p);
 	if (ret < 0) {

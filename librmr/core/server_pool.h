@@ -157,6 +157,8 @@ struct srv_pool {
 	uint64_t pull_mark_ver[RMR_MAX_MEMBER_ID + 1]; /* the source's, per member (MAP_GET_RSP) */
 	struct dirty_map *pull_maps[RMR_MAX_MEMBER_ID + 1];
 	uint64_t map_pulls;
+	void *records_loaded;        /* the metadata blob's records, until the maps are loaded */
+	unsigned nrecords_loaded;
 
 	struct verify *verify;       /* this member's verify, and its scratch buffer (verify.c) */
 
@@ -191,6 +193,13 @@ int pool_mark(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64_t ad
  */
 int pool_mark_held(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64_t addr,
 		   uint64_t len);
+/*
+ * A client's record (MAP_ADD with RMR_WIRE_MAP_ADD_RECORD): the members in
+ * @ids may have lost the chunks of [addr, addr+len) to a power loss of their
+ * host. Records, not misses (RECORD_BIT), durably. Returns 0 or -errno.
+ */
+int pool_record(struct srv_pool *p, uint64_t ids, uint64_t map_ver, uint64_t addr,
+		uint64_t len);
 /* Mark chunks [first, first+count) of member @id dirty, durably. */
 int pool_mark_chunks(struct srv_pool *p, unsigned id, uint64_t first, uint64_t count);
 /*

@@ -184,7 +184,11 @@ static void missed_with_dirty(const struct rmr_server_pool_status *p, char *buf,
 
 		if (!(p->missed_mask & (1ull << id)) && !p->dirty_chunks[id])
 			continue;
-		if (p->dirty_chunks[id])
+		if (p->record_chunks[id])
+			n = snprintf(buf + used, len - used, "%s%u(%" PRIu64 " chunks, %" PRIu64
+				     " maybe lost)", used ? "," : "", id, p->dirty_chunks[id],
+				     p->record_chunks[id]);
+		else if (p->dirty_chunks[id])
 			n = snprintf(buf + used, len - used, "%s%u(%" PRIu64 " chunks)",
 				     used ? "," : "", id, p->dirty_chunks[id]);
 		else
@@ -354,6 +358,14 @@ RMR_EXPORT int rmr_server_status_format(const struct rmr_server_status *st, enum
 				if (p->dirty_chunks[id]) {
 					put(&o, "%s\"%u\":%" PRIu64, first ? "" : ",", id,
 					    p->dirty_chunks[id]);
+					first = 0;
+				}
+			}
+			put(&o, "},\"record_chunks\":{");
+			for (unsigned id = 1, first = 1; id <= RMR_MAX_MEMBER_ID; id++) {
+				if (p->record_chunks[id]) {
+					put(&o, "%s\"%u\":%" PRIu64, first ? "" : ",", id,
+					    p->record_chunks[id]);
 					first = 0;
 				}
 			}
@@ -706,6 +718,35 @@ static void prom_server_pool_labels(struct out *o, const struct rmr_server_pool_
 }
 
 /* Member ids a pool's per-peer gauges cover: itself, its peers, and any id on record. */
+enum peer_value { PEER_DIRTY, PEER_RECORDS, PEER_MISSED };
+
+static uint64_t prom_server_ids(const struct rmr_server_pool_status *p);
+
+/* A gauge per pool and peer of it: what member 'member' records of member 'peer'. */
+static void prom_per_peer(struct out *o, const struct rmr_server_status *st, unsigned np,
+			  const char *name, const char *help, enum peer_value what)
+{
+	prom_head(o, name, false, help);
+	for (unsigned i = 0; i < np; i++) {
+		const struct rmr_server_pool_status *p = &st->pools[i];
+		uint64_t ids = prom_server_ids(p);
+
+		for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
+			uint64_t v = what == PEER_DIRTY	  ? p->dirty_chunks[id]
+				     : what == PEER_RECORDS ? p->record_chunks[id]
+							    : (p->missed_mask >> id) & 1;
+
+			if (!(ids & (1ull << id)))
+				continue;
+			put(o, "%s{", name);
+			prom_label(o, "pool", p->name, true);
+			prom_label_u(o, "member", p->member_id);
+			prom_label_u(o, "peer", id);
+			put(o, "} %" PRIu64 "\n", v);
+		}
+	}
+}
+
 static uint64_t prom_server_ids(const struct rmr_server_pool_status *p)
 {
 	uint64_t mask = p->missed_mask;
@@ -758,38 +799,15 @@ static int server_status_prometheus(const struct rmr_server_status *st, char *bu
 			put(&o, " %" PRIu64 "\n", prom_value(&st->pools[i], m));
 		}
 	}
-	prom_head(&o, "rmr_server_dirty_chunks", false,
-		  "Chunks member 'peer' missed, as recorded on member 'member'.");
-	for (unsigned i = 0; i < np; i++) {
-		const struct rmr_server_pool_status *p = &st->pools[i];
-		uint64_t ids = prom_server_ids(p);
-
-		for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
-			if (!(ids & (1ull << id)))
-				continue;
-			put(&o, "rmr_server_dirty_chunks{");
-			prom_label(&o, "pool", p->name, true);
-			prom_label_u(&o, "member", p->member_id);
-			prom_label_u(&o, "peer", id);
-			put(&o, "} %" PRIu64 "\n", p->dirty_chunks[id]);
-		}
-	}
-	prom_head(&o, "rmr_server_missed_writes", false,
-		  "1 while member 'member' records member 'peer' as having missed writes.");
-	for (unsigned i = 0; i < np; i++) {
-		const struct rmr_server_pool_status *p = &st->pools[i];
-		uint64_t ids = prom_server_ids(p);
-
-		for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
-			if (!(ids & (1ull << id)))
-				continue;
-			put(&o, "rmr_server_missed_writes{");
-			prom_label(&o, "pool", p->name, true);
-			prom_label_u(&o, "member", p->member_id);
-			prom_label_u(&o, "peer", id);
-			put(&o, "} %d\n", (p->missed_mask & (1ull << id)) != 0);
-		}
-	}
+	prom_per_peer(&o, st, np, "rmr_server_dirty_chunks",
+		      "Chunks member 'peer' missed or may have lost, as recorded on member 'member'.",
+		      PEER_DIRTY);
+	prom_per_peer(&o, st, np, "rmr_server_record_chunks",
+		      "Of those, chunks member 'peer' only may have lost to a power loss of its host.",
+		      PEER_RECORDS);
+	prom_per_peer(&o, st, np, "rmr_server_missed_writes",
+		      "1 while member 'member' records member 'peer' as having missed writes.",
+		      PEER_MISSED);
 	prom_head(&o, "rmr_server_peer_info", false,
 		  "A member-to-member session this member dials; always 1.");
 	for (unsigned i = 0; i < np; i++)

@@ -100,7 +100,7 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 
 	if (!is_request(m->type) && !is_response(m->type) && m->type != RMR_MSG_GOODBYE)
 		return reject(why, whylen, "unknown message type %u", m->type);
-	if (m->flags && m->type != RMR_MSG_WRITE)
+	if (m->flags && m->type != RMR_MSG_WRITE && m->type != RMR_MSG_MAP_ADD)
 		return reject(why, whylen, "%s: flags 0x%x in a message that has none",
 			      rmr_msg_type_name(m->type), m->flags);
 	if (m->sender_id > RMR_MAX_MEMBER_ID)
@@ -189,6 +189,8 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 	case RMR_MSG_SYNC_READ:
 		if (m->payload_len != 0)
 			return reject(why, whylen, "SYNC_READ: carries a payload");
+		if (m->op & ~RMR_SYNC_READ_LAST_RESORT)
+			return reject(why, whylen, "SYNC_READ: unknown op 0x%x", m->op);
 		if (m->len == 0)
 			return reject(why, whylen, "SYNC_READ: zero length");
 		break;
@@ -270,8 +272,11 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 	case RMR_MSG_MEMBERSHIP_RSP:
 	case RMR_MSG_MAP_PULL_RSP:
 	case RMR_MSG_MAP_CLEAR_RSP:
-	case RMR_MSG_WRITE_RSP:
 	case RMR_MSG_MAP_ADD:
+		if (m->flags & ~RMR_WIRE_MAP_ADD_FLAGS)
+			return reject(why, whylen, "MAP_ADD: unknown flags 0x%x", m->flags);
+		/* fall through */
+	case RMR_MSG_WRITE_RSP:
 	case RMR_MSG_MAP_ADD_RSP:
 	case RMR_MSG_GOODBYE:
 	case RMR_MSG_RECONCILE_RSP:
@@ -595,9 +600,10 @@ int rmr_wire_decode_map_range(const struct rmr_msg *m, size_t i, struct rmr_map_
 			      r->flags);
 	if (r->member_id == 0 || r->member_id > RMR_MAX_MEMBER_ID)
 		return reject(why, whylen, "MAP_GET_RSP: range %zu names member %u", i, r->member_id);
-	if (r->flags) {
-		if (r->flags == RMR_MAP_RANGE_FLAGS)
-			return reject(why, whylen, "MAP_GET_RSP: entry %zu is two versions at once", i);
+	if (r->flags & RMR_MAP_RANGE_VERS) {
+		if (r->flags != RMR_MAP_RANGE_MARK_VER && r->flags != RMR_MAP_RANGE_PULLED_VER)
+			return reject(why, whylen, "MAP_GET_RSP: entry %zu is a version and more at once",
+				      i);
 		if (r->count != 0)
 			return reject(why, whylen, "MAP_GET_RSP: version entry %zu has a count", i);
 		return 0;

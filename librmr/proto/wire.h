@@ -27,7 +27,7 @@
 #include <rmr/rmr.h>
 
 #define RMR_WIRE_MAGIC 0x31524d52u /* "RMR1" */
-#define RMR_WIRE_VERSION 7
+#define RMR_WIRE_VERSION 8
 /* Largest payload of any message; the session's max_io_size is smaller. */
 #define RMR_WIRE_MAX_PAYLOAD (4u << 20)
 
@@ -51,7 +51,8 @@ static inline uint64_t le64_to_cpu(rmr_le64 x) { return le64toh(x.v); }
 	X(READ_RSP, 5)      /* status; payload <= len bytes if status == 0 */      \
 	X(WRITE, 6)         /* write-like request: payload 0 or len bytes */       \
 	X(WRITE_RSP, 7)     /* status */                                           \
-	X(MAP_ADD, 8)       /* record members in @missed as having missed writes */ \
+	X(MAP_ADD, 8)       /* record members in @missed as having missed writes; */ \
+	                    /* flags RMR_WIRE_MAP_ADD_RECORD: as maybe lost */      \
 	X(MAP_ADD_RSP, 9)   /* status */                                           \
 	X(GOODBYE, 10)      /* orderly close; status = reason */                  \
 	X(MAP_PULL, 11)     /* client -> member: take the dirty maps from member @op */ \
@@ -59,7 +60,8 @@ static inline uint64_t le64_to_cpu(rmr_le64 x) { return le64toh(x.v); }
 	X(MAP_GET, 13)      /* member -> member: maps from cursor (@op id, @addr chunk) */ \
 	X(MAP_GET_RSP, 14)  /* payload rmr_wire_map_range[]; @op/@addr next cursor; */ \
 	                    /* op_flags RMR_MAP_GET_LAST on the last page */        \
-	X(SYNC_READ, 15)    /* member -> member: bytes of a chunk, for resync */     \
+	X(SYNC_READ, 15)    /* member -> member: bytes of a chunk, for resync; */    \
+	                    /* op RMR_SYNC_READ_LAST_RESORT */                        \
 	X(SYNC_READ_RSP, 16) /* status; payload = len bytes if status == 0 */      \
 	X(MAP_CLEAR, 17)    /* member -> member: sender holds [addr, addr+len) again */ \
 	X(MAP_CLEAR_RSP, 18) /* status */                                        \
@@ -103,7 +105,7 @@ struct rmr_wire_hdr {
 	rmr_le32 payload_len;   /* bytes after the header */
 	rmr_le64 missed;        /* member ids (bit n = id n) that miss this write */
 	rmr_le32 status;        /* responses: 0 or a negative errno; requests: 0 */
-	rmr_le32 flags;         /* WRITE: RMR_WIRE_WRITE_*; zero in every other message */
+	rmr_le32 flags;         /* WRITE: RMR_WIRE_WRITE_*; MAP_ADD: RMR_WIRE_MAP_ADD_*; else zero */
 };
 _Static_assert(sizeof(struct rmr_wire_hdr) == 80, "wire header size");
 _Static_assert(offsetof(struct rmr_wire_hdr, map_ver) == 40, "wire header layout");
@@ -115,6 +117,23 @@ _Static_assert(offsetof(struct rmr_wire_hdr, missed) == 64, "wire header layout"
 /* WRITE flags: rmr_io.flags on the wire. */
 #define RMR_WIRE_WRITE_PATCH 1u      /* RMR_IO_PATCH: payload 1..max io, any range length */
 #define RMR_WIRE_WRITE_FLAGS RMR_WIRE_WRITE_PATCH
+
+/*
+ * MAP_ADD flags. RMR_WIRE_MAP_ADD_RECORD: the members in @missed did not
+ * miss these writes, but acknowledged them with no flush covering them
+ * since: they may have lost them to a power loss of their host. Kept as
+ * records (RECORD_BIT), not as misses: such a member copies the chunks in
+ * when it is back, and is the holder of last resort until then.
+ */
+#define RMR_WIRE_MAP_ADD_RECORD 1u
+#define RMR_WIRE_MAP_ADD_FLAGS RMR_WIRE_MAP_ADD_RECORD
+
+/*
+ * SYNC_READ op: the copier found no member that holds the chunk for sure,
+ * and asks one that holds it unless it lost it to a power loss (a record):
+ * serve the chunk even if it is dirty here only because of such a record.
+ */
+#define RMR_SYNC_READ_LAST_RESORT 1u
 
 /* HELLO flags. */
 #define RMR_HELLO_TAKEOVER 1u        /* client: fence the current writer, take the pool */
@@ -201,7 +220,14 @@ _Static_assert(sizeof(struct rmr_wire_map_range) == 16, "map range size");
  * at which it became the source of writes of unknown outcome).
  */
 #define RMR_MAP_RANGE_PULLED_VER 2u
-#define RMR_MAP_RANGE_FLAGS (RMR_MAP_RANGE_MARK_VER | RMR_MAP_RANGE_PULLED_VER)
+/*
+ * ... RMR_MAP_RANGE_RECORD: a range of records, not of misses: @member_id
+ * may have lost these chunks to a power loss of its host (MAP_ADD's
+ * RMR_WIRE_MAP_ADD_RECORD).
+ */
+#define RMR_MAP_RANGE_RECORD 4u
+#define RMR_MAP_RANGE_VERS (RMR_MAP_RANGE_MARK_VER | RMR_MAP_RANGE_PULLED_VER)
+#define RMR_MAP_RANGE_FLAGS (RMR_MAP_RANGE_VERS | RMR_MAP_RANGE_RECORD)
 
 /* A decoded map range. */
 struct rmr_map_range {

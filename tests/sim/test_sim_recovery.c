@@ -1334,6 +1334,37 @@ static void case_power_loss_nobody_up(void)
 }
 
 /*
+ * The record of what member 2 may have lost is a record on member 1's disk
+ * too: member 1 restarts before member 2 is back, and the record comes
+ * back as one (counted apart from misses: a miss would make member 2 no
+ * holder of last resort), and member 2 copies exactly those chunks back.
+ */
+static void case_record_survives_restart(void)
+{
+	uint64_t after;
+
+	write_some(200);
+	flush_all();
+	after = unflushed_writes();
+	member_kill(1);
+	memstore_power_loss(&w.m[1].store);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	for (unsigned t = 0; t < 2000 && pool_status(0).record_chunks[2] < after; t += 10)
+		loop_sim_run(10 * MS);
+	ck_assert_uint_eq(pool_status(0).record_chunks[2], after);
+	ck_assert_uint_eq(dirty_for(2, 0), after);
+	member_kill(0);
+	member_start(0, 0);
+	ck_assert_uint_eq(pool_status(0).record_chunks[2], after);
+	ck_assert_uint_eq(dirty_for(2, 0), after);
+	wait_state(0, RMR_MEMBER_NORMAL, 5000);
+	write_some(50);
+	member_start(1, 0);
+	check_healed(1, NCHUNKS);
+	ck_assert_uint_eq(pool_status(0).record_chunks[2], 0);
+}
+
+/*
  * Every member goes while writes are unflushed: their records have nobody
  * to go to, and the close does not wait for them (it waited for ever).
  */
@@ -1595,6 +1626,7 @@ SIM_CASE_POWER(case_close_with_nobody_up)
 SIM_CASE_POWER(case_flush_waits_for_record)
 SIM_CASE_POWER(case_acks_after_maintenance)
 SIM_CASE_POWER(case_record_after_another_writer)
+SIM_CASE_POWER(case_record_survives_restart)
 
 /* The same seed gives the same run: same virtual time, same counters. */
 START_TEST(same_seed_same_run)
@@ -1661,6 +1693,7 @@ int main(void)
 	tcase_add_test(tc, case_flush_waits_for_record_seeds);
 	tcase_add_test(tc, case_acks_after_maintenance_seeds);
 	tcase_add_test(tc, case_record_after_another_writer_seeds);
+	tcase_add_test(tc, case_record_survives_restart_seeds);
 	tcase_add_test(tc, same_seed_same_run);
 	suite_add_tcase(s, tc);
 	return unit_run(s);

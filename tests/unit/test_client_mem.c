@@ -1952,10 +1952,40 @@ static void blob_set(struct memstore *st, size_t off, uint64_t v, size_t size)
 	memcpy(st->meta + off, &le, size); /* little-endian: the low bytes first */
 }
 
+/* A version 4 blob's records section at offset 32: @n entries written from @e. */
+static void blob_records(struct memstore *st, const uint8_t *good, size_t good_len, uint32_t n,
+			 const uint8_t (*e)[16])
+{
+	uint32_t count = htole32(n), old;
+
+	memcpy(&old, good + 32, 4);
+	old = le32toh(old);
+	memcpy(st->meta, good, 32);
+	memcpy(st->meta + 32, &count, 4);
+	memset(st->meta + 36, 0, 4);
+	memcpy(st->meta + 40, e, n * 16u);
+	memcpy(st->meta + 40 + n * 16u, good + 40 + old * 16u, good_len - 40 - old * 16u);
+	st->meta_len = good_len - old * 16u + n * 16u;
+}
+
+/* A record entry: member @id may have lost chunks [first, first + count). */
+static void record_entry(uint8_t *e, uint16_t id, uint16_t reserved, uint32_t count, uint64_t first)
+{
+	uint16_t i = htole16(id), r = htole16(reserved);
+	uint32_t c = htole32(count);
+	uint64_t f = htole64(first);
+
+	memcpy(e, &i, 2);
+	memcpy(e + 2, &r, 2);
+	memcpy(e + 4, &c, 4);
+	memcpy(e + 8, &f, 8);
+}
+
 /*
- * librmr's metadata blob (docs/disk-format.md), version 3: it keeps the
+ * librmr's metadata blob (docs/disk-format.md), version 4: it keeps the
  * version of the member's last map pull (a gather leaves older records of
- * it out), and a blob breaking the rules is refused at start.
+ * it out) and the records of chunks members may have lost to a power loss,
+ * and a blob breaking the rules is refused at start.
  */
 START_TEST(meta_blob_keeps_pull_version_and_refuses_bad_ones)
 {
@@ -1974,26 +2004,76 @@ START_TEST(meta_blob_keeps_pull_version_and_refuses_bad_ones)
 	rmr_client_close(c);
 	member_stop(1);
 
-	ck_assert_uint_eq(blob_u64(st, 0) >> 32, 3); /* version */
+	ck_assert_uint_eq(blob_u64(st, 0) >> 32, 4); /* version */
 	map_ver = blob_u64(st, 8);
 	pulled = blob_u64(st, 24);
 	ck_assert_uint_gt(pulled, 0);
 	ck_assert_uint_le(pulled, map_ver);
+	ck_assert_uint_eq(blob_u64(st, 32), 0); /* no records */
 	good_len = st->meta_len;
 	memcpy(good, st->meta, good_len);
 
 	blob_set(st, 24, map_ver + 1, 8);
 	ck_assert_int_eq(member_try_start(1), -EBADMSG); /* pulled beyond what it saw */
-	memcpy(st->meta, good, good_len);
+	/* Version 3: no records section, the membership right after the header. */
+	memcpy(st->meta, good, 32);
+	memcpy(st->meta + 32, good + 40, good_len - 40);
+	st->meta_len = good_len - 8;
+	blob_set(st, 4, 3, 4);
+	ck_assert_int_eq(member_try_start(1), 0); /* a version 3 blob still loads */
+	member_stop(1);
 	blob_set(st, 4, 2, 4);
-	ck_assert_int_eq(member_try_start(1), -EBADMSG); /* version 2 kept that field zero */
+	ck_assert_int_eq(member_try_start(1), -EBADMSG); /* version 2 kept pulled_ver zero */
 	blob_set(st, 24, 0, 8);
 	ck_assert_int_eq(member_try_start(1), 0); /* a version 2 blob still loads */
 	member_stop(1);
 	memcpy(st->meta, good, good_len);
-	blob_set(st, 4, 4, 4);
+	st->meta_len = good_len;
+	blob_set(st, 4, 5, 4);
 	ck_assert_int_eq(member_try_start(1), -EBADMSG); /* a version from the future */
+
+	{
+		uint8_t e[2][16];
+		struct rmr_server_pool_status ps;
+		static const struct {
+			uint16_t id, reserved;
+			uint32_t count;
+			uint64_t first;
+		} bad[] = {
+			{ 0, 0, 1, 0 },             /* no member id 0 */
+			{ RMR_MAX_MEMBER_ID + 1, 0, 1, 0 },
+			{ 3, 1, 1, 0 },             /* reserved bits set */
+			{ 3, 0, 0, 0 },             /* empty */
+			{ 3, 0, 1, POOL_SIZE / CHUNK }, /* beyond the pool */
+			{ 3, 0, 2, POOL_SIZE / CHUNK - 1 },
+		};
+
+		for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			record_entry(e[0], bad[i].id, bad[i].reserved, bad[i].count, bad[i].first);
+			blob_records(st, good, good_len, 1, e);
+			ck_assert_msg(member_try_start(1) == -EBADMSG, "bad record %u loaded", i);
+		}
+		/* More than the section may hold, and a count the blob does not hold. */
+		blob_records(st, good, good_len, 0, e);
+		blob_set(st, 32, 257, 4);
+		ck_assert_int_eq(member_try_start(1), -EBADMSG);
+		blob_set(st, 32, 200, 4);
+		ck_assert_int_eq(member_try_start(1), -EBADMSG);
+		/* Good ones load as records; where the bitmap says missed, a miss stays. */
+		record_entry(e[0], 3, 0, 2, 5);
+		record_entry(e[1], 1, 0, 1, 0);
+		blob_records(st, good, good_len, 2, e);
+		ck_assert_int_eq(member_try_start(1), 0);
+		pool_status(1, &ps);
+		ck_assert_uint_eq(ps.record_chunks[3], 2);
+		ck_assert_uint_eq(ps.dirty_chunks[3], 2);
+		ck_assert_uint_eq(ps.record_chunks[1], 1);
+		member_stop(1);
+		/* Saved again as they are. */
+		ck_assert_uint_eq(blob_u64(st, 32) & 0xffffffffu, 2);
+	}
 	memcpy(st->meta, good, good_len);
+	st->meta_len = good_len;
 	ck_assert_int_eq(member_try_start(1), 0);
 	free(buf);
 }

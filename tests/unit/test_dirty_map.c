@@ -169,6 +169,72 @@ START_TEST(cover_holds_every_dirty_chunk_in_few_ranges)
 }
 END_TEST
 
+/*
+ * Records (RECORD_BIT): counted like misses, never together with one in a
+ * map of another member; a miss replaces a record, a record leaves a miss;
+ * merge keeps each kind, absorb makes records misses that remember they
+ * were records, cover finds them on their own.
+ */
+START_TEST(records_yield_to_misses)
+{
+	const uint64_t n = 20000;
+	struct dirty_map m, sum;
+	struct dirty_range r[4];
+
+	ck_assert_int_eq(dirty_map_init(&m, n), 0);
+	ck_assert_int_eq(dirty_map_record(&m, 10, 5), 0);
+	ck_assert_uint_eq(dirty_map_count(&m), 5);
+	ck_assert_uint_eq(dirty_map_get(&m, 10), RECORD_BIT);
+	ck_assert_uint_eq(dirty_map_next(&m, 0, DIRTY_BIT), UINT64_MAX);
+	/* A miss replaces the record it lands on; a record leaves a miss alone. */
+	ck_assert_int_eq(dirty_map_mark(&m, 12, 1), 0);
+	ck_assert_uint_eq(dirty_map_get(&m, 12), DIRTY_BIT);
+	ck_assert_int_eq(dirty_map_record(&m, 12, 1), 0);
+	ck_assert_uint_eq(dirty_map_get(&m, 12), DIRTY_BIT);
+	ck_assert_uint_eq(dirty_map_count(&m), 5);
+	/* A whole page of misses over records: misses, each counted once. */
+	ck_assert_int_eq(dirty_map_record(&m, 4096, 10), 0);
+	ck_assert_int_eq(dirty_map_mark(&m, 4096, 4096), 0);
+	ck_assert_uint_eq(dirty_map_count(&m), 5 + 4096);
+	ck_assert_uint_eq(dirty_map_records(&m), 4);
+	ck_assert_uint_eq(dirty_map_get(&m, 4100), DIRTY_BIT);
+	ck_assert_uint_eq(dirty_map_next(&m, 20, RECORD_BIT), UINT64_MAX);
+	/* Cleared, a record is gone and uncounted. */
+	ck_assert_int_eq(dirty_map_set(&m, 10, 0), 0);
+	ck_assert_uint_eq(dirty_map_count(&m), 4 + 4096);
+	ck_assert_uint_eq(dirty_map_records(&m), 3);
+	/* Cover by kind: the records 11, 13, 14 only. */
+	ck_assert_uint_eq(dirty_map_cover_bits(&m, RECORD_BIT, 4, r), 2);
+	ck_assert(r[0].first == 11 && r[0].count == 1);
+	ck_assert(r[1].first == 13 && r[1].count == 2);
+
+	/* Merge: misses win over records, records fill clean entries. */
+	ck_assert_int_eq(dirty_map_init(&sum, n), 0);
+	ck_assert_int_eq(dirty_map_mark(&sum, 11, 1), 0);
+	ck_assert_int_eq(dirty_map_record(&sum, 12, 1), 0);
+	ck_assert_int_eq(dirty_map_merge(&sum, &m), 0);
+	ck_assert_uint_eq(dirty_map_get(&sum, 11), DIRTY_BIT);
+	ck_assert_uint_eq(dirty_map_get(&sum, 12), DIRTY_BIT);
+	ck_assert_uint_eq(dirty_map_get(&sum, 13), RECORD_BIT);
+	ck_assert_uint_eq(dirty_map_count(&sum), dirty_map_count(&m));
+	dirty_map_destroy(&sum);
+
+	/* Absorb: records become misses that were records; misses stay plain. */
+	ck_assert_int_eq(dirty_map_init(&sum, n), 0);
+	ck_assert_int_eq(dirty_map_absorb(&sum, &m), 0);
+	ck_assert_uint_eq(dirty_map_get(&sum, 12), DIRTY_BIT);
+	ck_assert_uint_eq(dirty_map_get(&sum, 13), DIRTY_BIT | RECORD_BIT);
+	ck_assert_uint_eq(dirty_map_next(&sum, 0, DIRTY_BIT), 11);
+	ck_assert_uint_eq(dirty_map_count(&sum), dirty_map_count(&m));
+	/* A later miss of such a chunk is a plain miss. */
+	ck_assert_int_eq(dirty_map_mark(&sum, 13, 1), 0);
+	ck_assert_uint_eq(dirty_map_get(&sum, 13), DIRTY_BIT);
+	ck_assert_int_eq(dirty_map_record(&sum, n - 1, 2), -ERANGE);
+	dirty_map_destroy(&sum);
+	dirty_map_destroy(&m);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("dirty_map");
@@ -179,6 +245,7 @@ int main(void)
 	tcase_add_test(tc, memory_follows_the_dirty_spread);
 	tcase_add_test(tc, capacity_and_bounds);
 	tcase_add_test(tc, cover_holds_every_dirty_chunk_in_few_ranges);
+	tcase_add_test(tc, records_yield_to_misses);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }

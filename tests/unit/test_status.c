@@ -64,6 +64,7 @@ static void fill_server(void)
 	p->chunk_size = 128 * 1024;
 	p->missed_mask = 1ull << 3;
 	p->dirty_chunks[3] = 640;
+	p->record_chunks[3] = 40;
 	p->writes = 99;
 	p->resync_running = true;
 	p->resync_total = 10;
@@ -202,6 +203,17 @@ START_TEST(client_prometheus)
 }
 END_TEST
 
+/* The text and JSON forms say how many of a member's dirty chunks are records. */
+START_TEST(server_records_shown)
+{
+	fill_server();
+	ck_assert_int_gt(rmr_server_status_format(&sst, RMR_FORMAT_TEXT, out, sizeof(out)), 0);
+	ck_assert_ptr_nonnull(strstr(out, "3(640 chunks, 40 maybe lost)"));
+	ck_assert_int_gt(rmr_server_status_format(&sst, RMR_FORMAT_JSON, out, sizeof(out)), 0);
+	ck_assert_ptr_nonnull(strstr(out, "\"dirty_chunks\":{\"3\":640},\"record_chunks\":{\"3\":40}"));
+}
+END_TEST
+
 START_TEST(server_prometheus)
 {
 	int n;
@@ -224,6 +236,8 @@ START_TEST(server_prometheus)
 	has_sample("rmr_server_dirty_chunks{pool=\"vol1\",member=\"1\",peer=\"3\"}", "640");
 	has_sample("rmr_server_dirty_chunks{pool=\"vol2\",member=\"4\",peer=\"4\"}", "0");
 	has_sample("rmr_server_missed_writes{pool=\"vol1\",member=\"1\",peer=\"3\"}", "1");
+	has_sample("rmr_server_record_chunks{pool=\"vol1\",member=\"1\",peer=\"3\"}", "40");
+	has_sample("rmr_server_record_chunks{pool=\"vol1\",member=\"1\",peer=\"2\"}", "0");
 	has_sample("rmr_server_missed_writes{pool=\"vol1\",member=\"1\",peer=\"2\"}", "0");
 	has_sample("rmr_server_peer_info{pool=\"vol1\",member=\"1\",peer=\"3\",addr=\"127.0.0.1:7003\"}", "1");
 	has_sample("rmr_server_peer_connected{pool=\"vol1\",member=\"1\",peer=\"2\"}", "1");
@@ -315,6 +329,7 @@ int main(void)
 
 	tcase_add_test(tc, client_prometheus);
 	tcase_add_test(tc, server_prometheus);
+	tcase_add_test(tc, server_records_shown);
 	tcase_add_test(tc, short_buffers);
 	tcase_add_test(tc, server_text_bars);
 	suite_add_tcase(s, tc);

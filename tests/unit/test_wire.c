@@ -109,6 +109,23 @@ START_TEST(patch_write_carries_a_change_of_its_own_length)
 	m.flags = RMR_WIRE_WRITE_PATCH;
 	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
 	ck_assert_int_eq(decode(sizeof(struct rmr_wire_hdr), &d), -EBADMSG);
+	m.type = RMR_MSG_MAP_ADD_RSP;
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+	ck_assert_int_eq(decode(sizeof(struct rmr_wire_hdr), &d), -EBADMSG);
+
+	/* A MAP_ADD may be a record; no other flag. */
+	m = sample(RMR_MSG_MAP_ADD, 0);
+	m.len = 4096;
+	m.missed = 1u << 2;
+	m.flags = RMR_WIRE_MAP_ADD_RECORD;
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+	ck_assert_int_eq(decode(sizeof(struct rmr_wire_hdr), &d), 0);
+	ck_assert_uint_eq(d.flags, RMR_WIRE_MAP_ADD_RECORD);
+	m.flags = 2;
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+	ck_assert_int_eq(rmr_wire_decode(buf, sizeof(struct rmr_wire_hdr), &d, why, sizeof(why)),
+			 -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(why, "MAP_ADD: unknown flags 0x2"));
 }
 END_TEST
 
@@ -988,7 +1005,12 @@ START_TEST(recovery_messages_refuse_bad_fields)
 	m.op_flags = 1u << 31;
 	refused(m, "unknown flag bit 31");
 
-	/* SYNC_READ: no payload, a length > 0. */
+	/* SYNC_READ: no payload, a length > 0, op 0 or a last resort. */
+	m = recovery_msg(&recovery_cases[4]);
+	m.op = RMR_SYNC_READ_LAST_RESORT;
+	accepted(m, "SYNC_READ of a last resort");
+	m.op = 2;
+	refused(m, "op 2");
 	m = recovery_msg(&recovery_cases[4]);
 	m.payload_len = 4096;
 	refused(m, "a payload");
@@ -1085,10 +1107,20 @@ START_TEST(map_ranges_round_trip_and_checks)
 	w[0].member_id = cpu_to_le16(UINT16_MAX);
 	range_refused(&d, 0, "member 65535");
 	w[0].member_id = cpu_to_le16(1);
-	w[0].flags = cpu_to_le16(4);
+	w[0].flags = cpu_to_le16(8);
 	range_refused(&d, 0, "an unknown flag");
 	w[0].flags = cpu_to_le16(RMR_MAP_RANGE_MARK_VER | RMR_MAP_RANGE_PULLED_VER);
 	range_refused(&d, 0, "two versions in one entry");
+	w[0].flags = cpu_to_le16(RMR_MAP_RANGE_MARK_VER | RMR_MAP_RANGE_RECORD);
+	range_refused(&d, 0, "a version that is a record");
+	/* A range of records: a range like any other. */
+	w[0].flags = cpu_to_le16(RMR_MAP_RANGE_RECORD);
+	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 0, &out, why, sizeof(why)), 0);
+	ck_assert_uint_eq(out.flags, RMR_MAP_RANGE_RECORD);
+	ck_assert_uint_eq(out.count, 1);
+	w[0].count = cpu_to_le32(0);
+	range_refused(&d, 0, "an empty range of records");
+	w[0].count = cpu_to_le32(1);
 	/* The version up to which the sender's own map is complete: no count. */
 	w[0].flags = cpu_to_le16(RMR_MAP_RANGE_PULLED_VER);
 	range_refused(&d, 0, "a pulled version with a count");
