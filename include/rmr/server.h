@@ -389,6 +389,10 @@ struct rmr_server_pool_status {
 	uint64_t resync_bps;          /**< copy rate over the last seconds, bytes per second */
 	uint64_t resync_eta_s;        /**< seconds left at that rate (0 if unknown or done) */
 	uint64_t served_sync_bytes;   /**< bytes sent to peers for their resync */
+	uint32_t resync_inflight;     /**< chunks the background resync copies now (at most
+	                                   @c sync_queue_depth; copies a request waits for
+	                                   come on top) */
+	uint32_t resync_inflight_peak; /**< the most of those at once since the start */
 	bool verify_running;          /**< a verify (rmr_server_verify()) runs on this member */
 	bool verify_repair;           /**< it repairs what it finds */
 	uint64_t verify_total;        /**< chunks it compares (the last one, once done) */

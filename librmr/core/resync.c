@@ -325,8 +325,8 @@ static void copy_start(struct srv_pool *p, uint64_t chunk, bool background)
 	cp->epoch = p->resync_epoch;
 	cp->background = background;
 	p->copies++;
-	if (background)
-		p->background_copies++;
+	if (background && ++p->background_copies > p->background_peak)
+		p->background_peak = p->background_copies;
 	copy_send(cp);
 }
 
@@ -729,4 +729,6 @@ void resync_status(const struct srv_pool *p, struct rmr_server_pool_status *ps)
 	ps->resync_bps = p->resync_bps;
 	ps->resync_eta_s = p->resync_bps && left ? left * p->params.chunk_size / p->resync_bps : 0;
 	ps->served_sync_bytes = p->served_sync_bytes;
+	ps->resync_inflight = p->background_copies;
+	ps->resync_inflight_peak = p->background_peak;
 }

@@ -110,6 +110,7 @@ struct srv_pool {
 	uint64_t resync_cursor;      /* background resync: next chunk to look at */
 	uint32_t copies;             /* chunk copies in progress */
 	uint32_t background_copies;  /* of those, started by the background resync */
+	uint32_t background_peak;    /* the most of them at once, since the start */
 	struct copy *copy_queue;     /* copies waiting for a free peer request slot */
 	struct sync_waiter *overflow; /* requests waiting for room in @syncing */
 	uint64_t resync_retry_ns;    /* the background resync waits until then (ns) */

@@ -385,11 +385,13 @@ RMR_EXPORT int rmr_server_status_format(const struct rmr_server_status *st, enum
 			put(&o, ",\"resync\":{\"running\":%s,\"waiting\":%s,\"paused\":%s,\"done\":%" PRIu64
 				",\"total\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"bps\":%" PRIu64
 				",\"eta_s\":%" PRIu64 ",\"rate_limit\":%" PRIu64
-				",\"sync_queue_depth\":%u,\"served_bytes\":%" PRIu64 "}",
+				",\"sync_queue_depth\":%u,\"inflight\":%u,\"inflight_peak\":%u"
+				",\"served_bytes\":%" PRIu64 "}",
 			    p->resync_running ? "true" : "false", p->resync_waiting ? "true" : "false",
 			    p->resync_paused ? "true" : "false", p->resync_done, p->resync_total,
 			    p->resync_bytes, p->resync_bps, p->resync_eta_s, p->resync_rate_limit,
-			    p->sync_queue_depth, p->served_sync_bytes);
+			    p->sync_queue_depth, p->resync_inflight, p->resync_inflight_peak,
+			    p->served_sync_bytes);
 			put_verify_json(&o, p);
 			put(&o, ",\"peers\":[");
 			for (unsigned k = 0; k < p->npeers && k < RMR_MAX_MEMBERS; k++) {
@@ -555,6 +557,8 @@ static const struct prom_metric prom_server_pool[] = {
 	       PROM_U64, "Seconds of resync left at that rate (0 if unknown or done)."),
 	PROM_C("rmr_server_resync_served_bytes_total", struct rmr_server_pool_status,
 	       served_sync_bytes, "Bytes sent to peers for their resync."),
+	PROM_G("rmr_server_resync_inflight_chunks", struct rmr_server_pool_status, resync_inflight,
+	       PROM_U32, "Chunks the background resync copies now (at most sync_queue_depth)."),
 	PROM_G("rmr_server_activity_log_ranges", struct rmr_server_pool_status, al_ranges,
 	       PROM_U32, "Chunk ranges in the activity log."),
 	PROM_G("rmr_server_activity_log_chunks", struct rmr_server_pool_status, al_chunks,

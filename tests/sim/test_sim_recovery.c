@@ -507,6 +507,27 @@ static void case_patch_kill_restart(void)
 }
 
 /*
+ * The background resync copies at most sync_queue_depth (4 here) chunks at
+ * once, and does use that many: member 2 comes back with many dirty chunks
+ * and no rate limit.
+ */
+static void case_resync_queue_bound(void)
+{
+	uint64_t dirty = kill_member_2_under_writes();
+	struct rmr_server_pool_status ps;
+
+	ck_assert_uint_gt(dirty, 8);
+	member_start(1, 0);
+	check_healed(1, dirty);
+	ps = pool_status(1);
+	ck_assert_uint_eq(ps.sync_queue_depth, 4);
+	ck_assert_uint_eq(ps.resync_inflight, 0);
+	ck_assert_msg(ps.resync_inflight_peak == 4,
+		      "seed %llu: at most %u chunks copied at once, expected 4",
+		      (unsigned long long)w.seed, ps.resync_inflight_peak);
+}
+
+/*
  * A member down for a minute: the client's reconnect backoff has grown to
  * 20 s. When it starts again it dials its peers, they tell the client in a
  * heartbeat, and the client reconnects at once rather than up to 25 s later.
@@ -1599,6 +1620,7 @@ SIM_CASE(case_store_fault)
 SIM_CASE_WITH(case_member_back_notice, .pool_size = POOL_SIZE, .chunk = CHUNK,
 	      .reconnect_max_ms = 20000)
 SIM_CASE(case_maintenance)
+SIM_CASE(case_resync_queue_bound)
 SIM_CASE(case_client_link_cut)
 SIM_CASE(case_peer_link_cut_during_resync)
 SIM_CASE(case_second_failure_during_resync)
@@ -1668,6 +1690,7 @@ int main(void)
 	tcase_add_test(tc, case_patch_kill_restart_seeds);
 	tcase_add_test(tc, case_store_fault_seeds);
 	tcase_add_test(tc, case_member_back_notice_seeds);
+	tcase_add_test(tc, case_resync_queue_bound_seeds);
 	tcase_add_test(tc, case_maintenance_seeds);
 	tcase_add_test(tc, case_client_link_cut_seeds);
 	tcase_add_test(tc, case_peer_link_cut_during_resync_seeds);
