@@ -189,7 +189,9 @@ struct rmr_member_status {
 	uint64_t tx_bytes;                /**< bytes sent on the session, headers included */
 	uint64_t rx_bytes;                /**< bytes received on the session, headers included */
 	uint64_t resync_bytes;            /**< resync payload bytes on the session: always 0, the
-	                                       members copy chunks among themselves */
+	                                       members copy chunks among themselves (measured on
+	                                       @c tx_bytes and @c rx_bytes by
+	                                       tests/integration/resync_path.sh) */
 	uint64_t map_updates;             /**< dirty-map updates it took from a peer at our request */
 };
 
