@@ -86,52 +86,92 @@ RMR_EXPORT uint64_t rmr_server_map_area_size(uint64_t pool_size, uint32_t chunk_
 	return MAP_SLOTS * map_bitmap_bytes(nchunks) + 2 * AL_RECORD_BYTES;
 }
 
-/* Members whose maps hold records, and how many runs of them there are in all. */
-static uint64_t records_runs(const struct srv_pool *p, unsigned *holders)
+/* A map whose entries with @bits the blob keeps as records of member @id. */
+struct record_src {
+	unsigned id;
+	const struct dirty_map *m;
+	uint8_t bits;
+};
+
+/*
+ * What the blob keeps: the others' records; and of our own map, the misses
+ * that were records, and the chunks we hold that the disk still shows as
+ * missed (copied in or overwritten whole, no finished flush covering them
+ * yet: build_block). After a restart those are misses again, but as
+ * records: our copy is gone only if our host lost power.
+ */
+static unsigned record_sources(const struct srv_pool *p, struct dirty_map *held,
+			       struct record_src *src)
 {
-	uint64_t runs = 0;
+	const struct dirty_map *own = pool_own_map(p);
+	unsigned n = 0;
 
-	*holders = 0;
-	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
-		const struct dirty_map *m = p->maps[id];
-		uint64_t c = m && id != p->params.member_id ? dirty_map_next(m, 0, RECORD_BIT)
-							     : UINT64_MAX;
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
+		if (p->maps[id])
+			src[n++] = (struct record_src){ id, p->maps[id], RECORD_BIT };
+	if (!held)
+		return n;
+	/* Not one missed again since (a verify's mark): that is a miss for good. */
+	for (unsigned k = 0; k < 2; k++) {
+		const struct dirty_map *m = k ? p->own_flushing : p->own_cleared;
 
-		*holders += c != UINT64_MAX;
-		while (c != UINT64_MAX) {
-			runs++;
-			while (c < m->nchunks && (dirty_map_get(m, c) & RECORD_BIT))
-				c++;
-			c = c < m->nchunks ? dirty_map_next(m, c, RECORD_BIT) : UINT64_MAX;
-		}
+		for (uint64_t c = dirty_map_next(m, 0, DIRTY_BIT); c != UINT64_MAX;
+		     c = dirty_map_next(m, c + 1, DIRTY_BIT))
+			if (!(dirty_map_get(own, c) & DIRTY_BIT) && dirty_map_mark(held, c, 1) < 0)
+				return n; /* no memory: those stay plain misses, the safe side */
+	}
+	src[n++] = (struct record_src){ p->params.member_id, held, DIRTY_BIT };
+	return n;
+}
+
+static uint64_t runs_of(const struct record_src *s)
+{
+	uint64_t runs = 0, c = dirty_map_next(s->m, 0, s->bits);
+
+	while (c != UINT64_MAX) {
+		runs++;
+		while (c < s->m->nchunks && (dirty_map_get(s->m, c) & s->bits))
+			c++;
+		c = c < s->m->nchunks ? dirty_map_next(s->m, c, s->bits) : UINT64_MAX;
 	}
 	return runs;
 }
 
 /*
- * The records of the others' maps into @out (META_RECORDS entries at most);
- * returns the entries used. Our own map's records are not kept: after a
- * restart its chunks are plainly dirty (copied in, never served as a last
- * resort), which errs on the safe side.
+ * The records into @out (META_RECORDS entries at most): exact if they fit,
+ * else each source in its share of ranges, covering more chunks than it
+ * holds (a record of a chunk the member holds only makes it a holder of
+ * last resort for it). Returns the entries used.
  */
 static unsigned records_encode(const struct srv_pool *p, struct meta_record *out)
 {
+	struct record_src src[RMR_MAX_MEMBER_ID + 1];
 	struct dirty_range r[META_RECORDS];
-	unsigned holders, n = 0;
-	uint64_t runs = records_runs(p, &holders);
+	struct dirty_map held;
+	bool have_held = dirty_map_init(&held, p->nchunks) == 0;
+	unsigned nsrc = record_sources(p, have_held ? &held : NULL, src), holders = 0, n = 0;
+	uint64_t runs = 0;
 
-	for (unsigned id = 1; holders && id <= RMR_MAX_MEMBER_ID; id++) {
-		unsigned k;
+	for (unsigned i = 0; i < nsrc; i++) {
+		uint64_t k = runs_of(&src[i]);
 
-		if (!p->maps[id] || id == p->params.member_id)
-			continue;
-		k = dirty_map_cover_bits(p->maps[id], RECORD_BIT,
-					 runs <= META_RECORDS ? META_RECORDS : META_RECORDS / holders, r);
-		for (unsigned i = 0; i < k; i++)
-			out[n++] = (struct meta_record){ .member_id = cpu_to_le16((uint16_t)id),
-							 .count = cpu_to_le32((uint32_t)RMR_MIN(r[i].count, UINT32_MAX)),
-							 .first = cpu_to_le64(r[i].first) };
+		runs += k;
+		holders += k != 0;
 	}
+	for (unsigned i = 0; holders && i < nsrc; i++) {
+		unsigned k = dirty_map_cover_bits(src[i].m, src[i].bits,
+						  runs <= META_RECORDS ? META_RECORDS
+								       : META_RECORDS / holders, r);
+
+		for (unsigned j = 0; j < k; j++)
+			out[n++] = (struct meta_record){
+				.member_id = cpu_to_le16((uint16_t)src[i].id),
+				.count = cpu_to_le32((uint32_t)RMR_MIN(r[j].count, UINT32_MAX)),
+				.first = cpu_to_le64(r[j].first),
+			};
+	}
+	if (have_held)
+		dirty_map_destroy(&held);
 	return n;
 }
 
@@ -348,18 +388,30 @@ static ssize_t records_decode(struct srv_pool *p, const uint8_t *blob, size_t le
 	return (ssize_t)size;
 }
 
-/* The records the blob held, into the maps loaded from the bitmaps (misses stay misses). */
+/*
+ * The records the blob held, into the maps loaded from the bitmaps: the
+ * others' where the bitmap shows no miss (a miss stays one); our own where
+ * the bitmap does show one (what is clean needs no copy).
+ */
 static int load_records(struct srv_pool *p)
 {
+	struct dirty_map *own = pool_own_map(p);
 	int ret = 0;
 
 	for (unsigned i = 0; i < p->nrecords_loaded && ret == 0; i++) {
 		const struct meta_record *r = (const struct meta_record *)p->records_loaded + i;
 		uint16_t id = le16_to_cpu(r->member_id);
+		uint64_t first = le64_to_cpu(r->first), end = first + le32_to_cpu(r->count);
 
-		if (p->maps[id] && id != p->params.member_id)
-			ret = dirty_map_record(p->maps[id], le64_to_cpu(r->first),
-					       le32_to_cpu(r->count));
+		if (!p->maps[id])
+			continue;
+		if (id != p->params.member_id) {
+			ret = dirty_map_record(p->maps[id], first, end - first);
+			continue;
+		}
+		for (uint64_t c = dirty_map_next(own, first, DIRTY_BIT); ret == 0 && c < end;
+		     c = dirty_map_next(own, c + 1, DIRTY_BIT))
+			ret = dirty_map_set(own, c, dirty_map_get(own, c) | RECORD_BIT);
 	}
 	free(p->records_loaded);
 	p->records_loaded = NULL;
@@ -490,7 +542,11 @@ int pool_mark_chunks(struct srv_pool *p, unsigned id, uint64_t first, uint64_t c
 		/* The bits stay set in memory (a later write must not take them as
 		 * recorded); resync_tick writes the stale blocks again. */
 		mark_blocks_stale(p, id, first, first + count - 1);
+		return ret;
 	}
+	/* The blob may say we hold some of them (records_encode): not any more. */
+	if (id == p->params.member_id)
+		ret = pool_meta_save(p);
 	return ret;
 }
 
@@ -712,6 +768,9 @@ int pool_flush_clears(struct srv_pool *p)
 		return 0;
 	if (own_uncovered_idle(p)) {
 		ret = own_flush_start(p);
+		/* Until that flush ends the disk shows them missed: the blob says we hold them. */
+		if (ret == 0 && dirty_map_count(p->own_flushing))
+			ret = pool_meta_save(p);
 		if (ret < 0)
 			return ret;
 	}
