@@ -661,6 +661,123 @@ static void raw_hello(uint16_t sender, uint8_t nonce[RMR_NONCE_LEN], struct rmr_
 	ck_assert_int_eq(rmr_wire_decode_auth(&m, a, why, sizeof(why)), 0);
 }
 
+/* The last "refusing session" warning any server logged. */
+static struct {
+	pthread_mutex_t lock;
+	char last[256];
+} refusal = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void refusal_sink(void *ctx, enum rmr_log_level level, const char *msg)
+{
+	(void)ctx;
+	(void)level;
+	if (!strstr(msg, "refusing session"))
+		return;
+	pthread_mutex_lock(&refusal.lock);
+	snprintf(refusal.last, sizeof(refusal.last), "%s", msg);
+	pthread_mutex_unlock(&refusal.lock);
+}
+
+/* Send @m as it is (after the header: @payload of m->payload_len bytes); wait for an answer. */
+static void raw_send_msg(const struct rmr_msg *m, const void *payload)
+{
+	struct iovec iov = { .iov_base = raw.out,
+			     .iov_len = sizeof(struct rmr_wire_hdr) + m->payload_len };
+
+	rmr_wire_encode((struct rmr_wire_hdr *)raw.out, m);
+	if (m->payload_len)
+		memcpy(raw.out + sizeof(struct rmr_wire_hdr), payload, m->payload_len);
+	raw.got = false;
+	ck_assert_int_eq(raw.tops->send(raw.tp, raw.conn, &iov, 1, &raw), 0);
+	RAW_UNTIL(raw.got || raw.closed);
+}
+
+/* A client's hello to an open pool: 8 slots granted. */
+static void raw_client_hello(struct rmr_wire_hello *w)
+{
+	struct rmr_hello h = { .role = RMR_ROLE_CLIENT, .queue_depth = 8, .max_io_size = 65536,
+			       .heartbeat_ms = 50, .incarnation = 99 };
+	struct rmr_msg m;
+
+	strcpy(h.pool_name, "vol");
+	rmr_wire_encode_hello(w, &h);
+	raw_send(RMR_MSG_HELLO, 0, w, sizeof(*w));
+	raw_expect(RMR_MSG_HELLO_RSP, 0, &m);
+}
+
+/*
+ * Well-formed messages that break a session's rules, after a client's
+ * hello: each closes that session with its reason logged and counted; the
+ * member goes on serving (a real client writes afterwards).
+ */
+START_TEST(session_rules_close_the_session)
+{
+	static const struct {
+		unsigned type;
+		uint32_t slot, len;
+		uint64_t addr;
+		bool other_pool;
+		const char *reason;
+	} cases[] = {
+		{ RMR_MSG_READ, 8, 4096, 0, false, "slot beyond the queue depth" },
+		{ RMR_MSG_READ, 0, 4096, POOL_SIZE, false, "range beyond the pool" },
+		{ RMR_MSG_READ, 0, 4096, POOL_SIZE - 2048, false, "range beyond the pool" },
+		{ RMR_MSG_READ, 0, 4096, 0, true, "request for another pool" },
+		{ RMR_MSG_SYNC_READ, 0, 4096, 0, false, "member-to-member request from a client" },
+		{ RMR_MSG_MAP_GET, 0, 0, 0, false, "member-to-member request from a client" },
+		{ RMR_MSG_WRITE_RSP, 0, 4096, 0, false, "answer sent to a server" },
+		{ RMR_MSG_HELLO, 0, 0, 0, false, "second hello" },
+	};
+	static struct rmr_server_status ss;
+	struct rmr_wire_hello w;
+	struct rmr_client *c;
+	uint8_t buf[4096] = { 7 };
+
+	start_members(NULL, NULL, NULL);
+	rmr_log_set_sink(refusal_sink, NULL, RMR_LOG_WARN);
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct rmr_msg m = { .type = cases[i].type, .pool_uuid = pool_uuid,
+				     .slot = cases[i].slot, .addr = cases[i].addr,
+				     .len = cases[i].len };
+		uint64_t rejected;
+
+		server_status(0, &ss);
+		rejected = ss.rejected;
+		raw_open(0);
+		raw_client_hello(&w);
+		if (cases[i].other_pool)
+			ck_assert_int_eq(rmr_uuid_generate(&m.pool_uuid), 0);
+		if (m.type == RMR_MSG_HELLO)
+			m.payload_len = sizeof(w);
+		raw_send_msg(&m, &w);
+		RAW_UNTIL(raw.closed);
+		ck_assert_msg(raw.closed, "case %u (%s): the session stays open", i,
+			      cases[i].reason);
+		ck_assert_msg(!raw.got, "case %u (%s): answered", i, cases[i].reason);
+		raw_close();
+		for (int k = 0; k < POLLS && ss.rejected == rejected; k++) {
+			usleep(10000);
+			server_status(0, &ss);
+		}
+		ck_assert_uint_eq(ss.rejected, rejected + 1);
+		pthread_mutex_lock(&refusal.lock);
+		ck_assert_msg(strstr(refusal.last, cases[i].reason),
+			      "case %u: logged '%s', expected '%s'", i, refusal.last,
+			      cases[i].reason);
+		refusal.last[0] = '\0';
+		pthread_mutex_unlock(&refusal.lock);
+	}
+	rmr_log_set_sink(NULL, NULL, getenv("RMR_TEST_DEBUG") ? RMR_LOG_DEBUG : RMR_LOG_ERR);
+	/* The member still serves: a client opens and writes. */
+	ck_assert_int_eq(open_client(NULL, NULL, 5000, &c), 0);
+	ck_assert_int_eq(do_io(c, RMR_IO_WRITE, 0, buf, sizeof(buf)), 0);
+	memset(buf, 0, sizeof(buf));
+	ck_assert_int_eq(do_io(c, RMR_IO_READ, 0, buf, sizeof(buf)), 0);
+	ck_assert_uint_eq(buf[0], 7);
+	rmr_client_close(c);
+}
+END_TEST
+
 /*
  * Without the key: a forged proof, no proof at all (a request instead of the
  * AUTH), and a proof made with another key are refused before the hello
@@ -955,6 +1072,7 @@ int main(void)
 	tcase_add_test(tc, own_id_is_refused);
 	tcase_add_test(tc, unauthenticated_initiator_is_refused);
 	tcase_add_test(tc, client_checks_member_proof_first);
+	tcase_add_test(tc, session_rules_close_the_session);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }
