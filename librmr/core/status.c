@@ -173,6 +173,19 @@ RMR_EXPORT int rmr_pool_status_format(const struct rmr_pool_status *st, enum rmr
 	return finish(&o);
 }
 
+/* ",\"KEY\":{\"ID\":N,...}": the nonzero counts of @v, by member id. */
+static void put_id_counts(struct out *o, const char *key, const uint64_t *v)
+{
+	put(o, ",\"%s\":{", key);
+	for (unsigned id = 1, first = 1; id <= RMR_MAX_MEMBER_ID; id++) {
+		if (v[id]) {
+			put(o, "%s\"%u\":%" PRIu64, first ? "" : ",", id, v[id]);
+			first = 0;
+		}
+	}
+	put(o, "}");
+}
+
 /* "2(16 chunks),3" : members recorded as having missed writes, with the chunks known. */
 static void missed_with_dirty(const struct rmr_server_pool_status *p, char *buf, size_t len)
 {
@@ -353,23 +366,10 @@ RMR_EXPORT int rmr_server_status_format(const struct rmr_server_status *st, enum
 					first = 0;
 				}
 			}
-			put(&o, "],\"dirty_chunks\":{");
-			for (unsigned id = 1, first = 1; id <= RMR_MAX_MEMBER_ID; id++) {
-				if (p->dirty_chunks[id]) {
-					put(&o, "%s\"%u\":%" PRIu64, first ? "" : ",", id,
-					    p->dirty_chunks[id]);
-					first = 0;
-				}
-			}
-			put(&o, "},\"record_chunks\":{");
-			for (unsigned id = 1, first = 1; id <= RMR_MAX_MEMBER_ID; id++) {
-				if (p->record_chunks[id]) {
-					put(&o, "%s\"%u\":%" PRIu64, first ? "" : ",", id,
-					    p->record_chunks[id]);
-					first = 0;
-				}
-			}
-			put(&o, "},\"sessions\":%u,\"reads\":%" PRIu64 ",\"writes\":%" PRIu64
+			put(&o, "]");
+			put_id_counts(&o, "dirty_chunks", p->dirty_chunks);
+			put_id_counts(&o, "record_chunks", p->record_chunks);
+			put(&o, ",\"sessions\":%u,\"reads\":%" PRIu64 ",\"writes\":%" PRIu64
 				",\"read_bytes\":%" PRIu64 ",\"write_bytes\":%" PRIu64
 				",\"errors\":%" PRIu64 ",\"meta_saves\":%" PRIu64
 				",\"map_writes\":%" PRIu64 ",\"map_pulls\":%" PRIu64,
