@@ -528,6 +528,34 @@ static void case_resync_queue_bound(void)
 }
 
 /*
+ * Overlapping writes reach every member in the order they were submitted,
+ * even one whose store applies what it holds newest first: the client sends
+ * a write only once every earlier overlapping one finished everywhere. A
+ * write to other blocks never waits for them.
+ */
+static void case_overlapping_writes_ordered(void)
+{
+	uint64_t a = (rnd() % NCHUNKS) * CHUNK, b = (a + CHUNK) % (NCHUNKS * CHUNK);
+
+	write_some(20);
+	w.m[0].store.hold = true;
+	submit_write_at(a, BLK);
+	submit_write_at(a, BLK); /* over the first */
+	submit_write_at(b, BLK); /* elsewhere */
+	loop_sim_run(10 * MS);
+	/* The first and the one elsewhere wait in member 1's store; the second in the client. */
+	ck_assert_uint_eq(w.m[0].store.nheld, 2);
+	ck_assert_uint_eq(w.inflight, 3);
+	memstore_release_reversed(&w.m[0].store);
+	settle();
+	ck_assert_uint_eq(w.inflight, 0);
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		ck_assert_msg(!memcmp(w.m[i].store.data, w.model, w.cfg.pool_size),
+			      "seed %llu: member %u's store differs from the model",
+			      (unsigned long long)w.seed, i + 1);
+}
+
+/*
  * A member down for a minute: the client's reconnect backoff has grown to
  * 20 s. When it starts again it dials its peers, they tell the client in a
  * heartbeat, and the client reconnects at once rather than up to 25 s later.
@@ -1636,6 +1664,7 @@ SIM_CASE_WITH(case_member_back_notice, .pool_size = POOL_SIZE, .chunk = CHUNK,
 	      .reconnect_max_ms = 20000)
 SIM_CASE(case_maintenance)
 SIM_CASE(case_resync_queue_bound)
+SIM_CASE(case_overlapping_writes_ordered)
 SIM_CASE(case_client_link_cut)
 SIM_CASE(case_peer_link_cut_during_resync)
 SIM_CASE(case_second_failure_during_resync)
@@ -1706,6 +1735,7 @@ int main(void)
 	tcase_add_test(tc, case_store_fault_seeds);
 	tcase_add_test(tc, case_member_back_notice_seeds);
 	tcase_add_test(tc, case_resync_queue_bound_seeds);
+	tcase_add_test(tc, case_overlapping_writes_ordered_seeds);
 	tcase_add_test(tc, case_maintenance_seeds);
 	tcase_add_test(tc, case_client_link_cut_seeds);
 	tcase_add_test(tc, case_peer_link_cut_during_resync_seeds);

@@ -161,6 +161,14 @@ static inline void memstore_release(struct memstore *st)
 	st->nheld = 0;
 }
 
+/* The same, newest first: a store that reorders what it was given at once. */
+static inline void memstore_release_reversed(struct memstore *st)
+{
+	st->hold = false;
+	while (st->nheld)
+		memstore_apply(st, st->held[--st->nheld]);
+}
+
 static int memstore_export(void *arg, uint64_t addr, void *buf, uint32_t len)
 {
 	struct memstore *st = arg;
