@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Random schedules: a client and three members over the fault transport
+ * Random schedules: a client and three members (or SIM_MEMBERS, with the ids
+ * SIM_IDS lists: world_members) over the fault transport
  * (fault_transport.h), stepped on one thread against the virtual clock. Each
  * seed draws a schedule of phases; in each phase the network misbehaves in
  * a random way (delays, lost messages that reset or half-open a connection,
@@ -45,7 +46,7 @@
 #include "loop.h"
 #include "transports.h"
 
-#define NMEMBERS 3
+#define MAX_MEMBERS 16
 #define POOL_SIZE (512u * 1024)
 #define CHUNK (16u * 1024)
 #define BLK 4096u
@@ -78,8 +79,11 @@ struct req {
 static struct {
 	uint64_t seed, rng;
 	bool debug;
-	struct member m[NMEMBERS];
-	bool cut_peer[NMEMBERS];     /* link between member i and member (i + 1) % 3 */
+	unsigned n;                  /* members: SIM_MEMBERS, default 3 */
+	uint16_t id[MAX_MEMBERS];    /* their ids: SIM_IDS, default 1..n */
+	uint64_t mask;               /* of those ids */
+	struct member m[MAX_MEMBERS];
+	bool cut_peer[MAX_MEMBERS];  /* link between member i and member (i + 1) % n */
 	struct rmr_client *c;
 	uint8_t model[POOL_SIZE];
 	/* Per block: every request covers whole blocks (BLK). */
@@ -90,6 +94,7 @@ static struct {
 	unsigned inflight;
 	uint64_t acked, failed, reads, bad_reads;
 	bool power;                  /* SIM_POWER: volatile stores, flushes, power losses */
+	char replay_env[128];        /* SIM_POWER, SIM_MEMBERS, SIM_IDS as set, for a replay */
 } w;
 
 static void sim_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -102,9 +107,9 @@ static void sim_fail(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	ck_abort_msg("seed %llu: %s (replay: SIM_SEED=%llu RMR_TEST_DEBUG=1 "
+	ck_abort_msg("seed %llu: %s (replay: %sSIM_SEED=%llu RMR_TEST_DEBUG=1 "
 		     "build/tests/test_sim_random)",
-		     (unsigned long long)w.seed, why, (unsigned long long)w.seed);
+		     (unsigned long long)w.seed, why, w.replay_env, (unsigned long long)w.seed);
 }
 
 #define sim_check(cond, ...)                \
@@ -150,29 +155,29 @@ static void member_start(unsigned i)
 		.heartbeat_ms = 50,
 		.failure_timeout_ms = 500,
 	};
-	struct rmr_peer peers[NMEMBERS - 1];
+	struct rmr_peer peers[MAX_MEMBERS - 1];
 	struct rmr_pool_params pp = {
 		.size = sizeof(pp),
 		.name = "vol",
 		.uuid = pool_uuid,
 		.pool_size = POOL_SIZE,
 		.chunk_size = CHUNK,
-		.member_id = (uint16_t)(i + 1),
-		.members_mask = 0xe,
+		.member_id = w.id[i],
+		.members_mask = w.mask,
 		.peers = peers,
-		.npeers = NMEMBERS - 1,
+		.npeers = w.n - 1,
 		.sync_queue_depth = 4,
 	};
 	int ret;
 
-	for (unsigned k = 0, n = 0; k < NMEMBERS; k++)
+	for (unsigned k = 0, n = 0; k < w.n; k++)
 		if (k != i)
-			peers[n++] = (struct rmr_peer){ .member_id = (uint16_t)(k + 1),
+			peers[n++] = (struct rmr_peer){ .member_id = w.id[k],
 							.addr = w.m[k].addr };
 	ret = rmr_server_create(&so, &w.m[i].srv);
-	sim_check(ret == 0, "member %u: rmr_server_create: %d", i + 1, ret);
+	sim_check(ret == 0, "member %u: rmr_server_create: %d", w.id[i], ret);
 	ret = rmr_server_add_pool(w.m[i].srv, &pp, &memstore_ops, &w.m[i].store, &w.m[i].pool);
-	sim_check(ret == 0, "member %u: rmr_server_add_pool: %d", i + 1, ret);
+	sim_check(ret == 0, "member %u: rmr_server_add_pool: %d", w.id[i], ret);
 }
 
 /* A crash: the process is gone, its store stays. */
@@ -187,19 +192,19 @@ static unsigned members_up(void)
 {
 	unsigned n = 0;
 
-	for (unsigned i = 0; i < NMEMBERS; i++)
+	for (unsigned i = 0; i < w.n; i++)
 		n += w.m[i].srv != NULL;
 	return n;
 }
 
 static void client_open(void)
 {
-	const char *addrs[NMEMBERS];
+	const char *addrs[MAX_MEMBERS];
 	struct rmr_client_opts o = {
 		.size = sizeof(o),
 		.pool_name = "vol",
 		.transport = "fault",
-		.nmembers = NMEMBERS,
+		.nmembers = w.n,
 		.members = addrs,
 		.queue_depth = 16,
 		.max_io_size = MAX_IO,
@@ -214,7 +219,7 @@ static void client_open(void)
 	};
 	int ret;
 
-	for (unsigned i = 0; i < NMEMBERS; i++)
+	for (unsigned i = 0; i < w.n; i++)
 		addrs[i] = w.m[i].addr;
 	ret = rmr_client_open(&o, &w.c);
 	sim_check(ret == 0, "rmr_client_open: %d", ret);
@@ -234,6 +239,61 @@ static void log_virtual(void *ctx, enum rmr_log_level level, const char *msg)
 	printf("sim %8.3f s: rmr %d: %s\n", (double)loop_clock_ns() / 1e9, (int)level, msg);
 }
 
+/*
+ * The pool: SIM_MEMBERS members (2..16, default 3) with ids 1..n, or the ids
+ * SIM_IDS lists ("7 40 63": any of 1..63, each once; n is their count).
+ * Member i's peer link is the one to member (i + 1) % n.
+ */
+static void world_members(void)
+{
+	const char *n = getenv("SIM_MEMBERS"), *ids = getenv("SIM_IDS");
+	size_t len = 0;
+
+	/* What a replay of a failing seed must set again (w.power is known). */
+	if (w.power)
+		len += (size_t)snprintf(w.replay_env, sizeof(w.replay_env), "SIM_POWER=1 ");
+	w.n = 3;
+	if (n && *n) {
+		char *end;
+		unsigned long v = strtoul(n, &end, 10);
+
+		ck_assert_msg(!*end && v >= 2 && v <= MAX_MEMBERS,
+			      "SIM_MEMBERS: '%s' is not a number of members from 2 to %u", n,
+			      MAX_MEMBERS);
+		w.n = (unsigned)v;
+		len += (size_t)snprintf(w.replay_env + len, sizeof(w.replay_env) - len,
+					"SIM_MEMBERS=%s ", n);
+	}
+	for (unsigned i = 0; i < w.n; i++)
+		w.id[i] = (uint16_t)(i + 1);
+	if (ids && *ids) {
+		unsigned k = 0;
+
+		for (char *end;; ids = end) {
+			unsigned long v;
+
+			ids += strspn(ids, " ,");
+			if (!*ids)
+				break;
+			v = strtoul(ids, &end, 10);
+			ck_assert_msg(end != ids && v >= 1 && v <= RMR_MAX_MEMBER_ID &&
+					      !(w.mask & (1ull << v)) && k < MAX_MEMBERS,
+				      "SIM_IDS: want up to %u distinct ids from 1 to %u, at '%s'",
+				      MAX_MEMBERS, RMR_MAX_MEMBER_ID, ids);
+			w.id[k++] = (uint16_t)v;
+			w.mask |= 1ull << v;
+		}
+		ck_assert_msg(k >= 2 && (!n || !*n || k == w.n),
+			      "SIM_IDS: want 2 or more ids, as many as SIM_MEMBERS says");
+		w.n = k;
+		snprintf(w.replay_env + len, sizeof(w.replay_env) - len, "SIM_IDS='%s' ",
+			 getenv("SIM_IDS"));
+	}
+	w.mask = 0;
+	for (unsigned i = 0; i < w.n; i++)
+		w.mask |= 1ull << w.id[i];
+}
+
 static void world_begin(uint64_t seed)
 {
 	memset(&w, 0, sizeof(w));
@@ -241,6 +301,7 @@ static void world_begin(uint64_t seed)
 	w.rng = seed * 0x9e3779b97f4a7c15ull + 11;
 	w.debug = getenv("RMR_TEST_DEBUG") != NULL;
 	w.power = getenv("SIM_POWER") && *getenv("SIM_POWER") == '1';
+	world_members();
 	if (w.debug)
 		setvbuf(stdout, NULL, _IONBF, 0);
 	/* Faults make librmr log errors by the thousand: only a replay shows them. */
@@ -248,13 +309,13 @@ static void world_begin(uint64_t seed)
 	fault_set(&(struct fault_cfg){ 0 });
 	fault_reset_stats();
 	loop_sim_begin(seed);
-	for (unsigned i = 0; i < NMEMBERS; i++) {
-		snprintf(w.m[i].addr, sizeof(w.m[i].addr), "r-m%u", i + 1);
+	for (unsigned i = 0; i < w.n; i++) {
+		snprintf(w.m[i].addr, sizeof(w.m[i].addr), "r-m%u", w.id[i]);
 		memstore_init(&w.m[i].store, POOL_SIZE, CHUNK);
 		if (w.power)
 			memstore_make_volatile(&w.m[i].store);
 	}
-	for (unsigned i = 0; i < NMEMBERS; i++)
+	for (unsigned i = 0; i < w.n; i++)
 		member_start(i);
 	client_open();
 }
@@ -262,11 +323,11 @@ static void world_begin(uint64_t seed)
 static void world_end(void)
 {
 	rmr_client_close(w.c);
-	for (unsigned i = 0; i < NMEMBERS; i++) {
+	for (unsigned i = 0; i < w.n; i++) {
 		if (w.m[i].srv)
 			member_kill(i);
 		rmr_mem_link_cut("vol", w.m[i].addr, false);
-		rmr_mem_link_cut(w.m[i].addr, w.m[(i + 1) % NMEMBERS].addr, false);
+		rmr_mem_link_cut(w.m[i].addr, w.m[(i + 1) % w.n].addr, false);
 		memstore_destroy(&w.m[i].store);
 	}
 	loop_sim_end();
@@ -288,9 +349,13 @@ static size_t nreqs, reqs_cap;
 /* Debug: every write over byte @b so far, to tell which one a bad read shows. */
 static void byte_history(uint64_t b, uint8_t seen)
 {
-	say("byte %llu: read %#x, model %#x; stores now %#x %#x %#x; writes over it:",
-	    (unsigned long long)b, seen, w.model[b], w.m[0].store.data[b], w.m[1].store.data[b],
-	    w.m[2].store.data[b]);
+	char stores[MAX_MEMBERS * 8] = "";
+
+	for (unsigned i = 0; i < w.n; i++)
+		snprintf(stores + strlen(stores), sizeof(stores) - strlen(stores), " %#x",
+			 w.m[i].store.data[b]);
+	say("byte %llu: read %#x, model %#x; stores now%s; writes over it:",
+	    (unsigned long long)b, seen, w.model[b], stores);
 	for (size_t k = 0; k < nreqs; k++) {
 		const struct req *r = reqs[k];
 
@@ -513,7 +578,7 @@ static void cut_client(unsigned i, bool cut)
 
 static void cut_peer(unsigned i, bool cut)
 {
-	rmr_mem_link_cut(w.m[i].addr, w.m[(i + 1) % NMEMBERS].addr, cut);
+	rmr_mem_link_cut(w.m[i].addr, w.m[(i + 1) % w.n].addr, cut);
 	w.cut_peer[i] = cut;
 }
 
@@ -523,7 +588,7 @@ static bool all_normal(void);
 
 static void strike(void)
 {
-	unsigned i = (unsigned)(rnd() % NMEMBERS);
+	unsigned i = (unsigned)(rnd() % w.n);
 
 	switch (rnd() % 8) {
 	case 0:
@@ -533,10 +598,10 @@ static void strike(void)
 			 * A power loss only while the pool is whole: then the
 			 * others hold every acknowledged write it may lose.
 			 */
-			bool power = w.power && members_up() == NMEMBERS && all_normal() &&
+			bool power = w.power && members_up() == w.n && all_normal() &&
 				     !dirty_total() && rnd() % 2;
 
-			say("member %u crashes%s", i + 1, power ? ": its host lost power" : "");
+			say("member %u crashes%s", w.id[i], power ? ": its host lost power" : "");
 			member_kill(i);
 			if (power)
 				memstore_power_loss(&w.m[i].store);
@@ -544,27 +609,27 @@ static void strike(void)
 		break;
 	case 1:
 		if (!w.m[i].srv) {
-			say("member %u restarts", i + 1);
+			say("member %u restarts", w.id[i]);
 			member_start(i);
 		}
 		break;
 	case 2:
-		say("client link to member %u %s", i + 1, w.m[i].cut_client ? "restored" : "cut");
+		say("client link to member %u %s", w.id[i], w.m[i].cut_client ? "restored" : "cut");
 		cut_client(i, !w.m[i].cut_client);
 		break;
 	case 3:
-		say("link member %u - member %u %s", i + 1, (i + 1) % NMEMBERS + 1,
+		say("link member %u - member %u %s", w.id[i], w.id[(i + 1) % w.n],
 		    w.cut_peer[i] ? "restored" : "cut");
 		cut_peer(i, !w.cut_peer[i]);
 		break;
 	case 4:
-		say("member %u's store %s", i + 1, w.m[i].store.fail ? "heals" : "fails");
+		say("member %u's store %s", w.id[i], w.m[i].store.fail ? "heals" : "fails");
 		w.m[i].store.fail = !w.m[i].store.fail;
 		break;
 	case 5:
 		/* A torn dirty-map write, then the crash that tears it for real. */
 		if (w.m[i].srv && members_up() > 1) {
-			say("member %u tears its next map write", i + 1);
+			say("member %u tears its next map write", w.id[i]);
 			w.m[i].store.map_tear_blocks = 1;
 		}
 		break;
@@ -588,18 +653,18 @@ static uint64_t dirty_total(void)
 	static struct rmr_server_status ss;
 	uint64_t n = 0;
 
-	for (unsigned i = 0; i < NMEMBERS; i++) {
+	for (unsigned i = 0; i < w.n; i++) {
 		ss.size = sizeof(ss);
 		sim_check(rmr_server_status(w.m[i].srv, &ss) == 0, "rmr_server_status failed");
-		for (unsigned id = 1; id <= NMEMBERS; id++)
-			n += ss.pools[0].dirty_chunks[id];
+		for (unsigned k = 0; k < w.n; k++)
+			n += ss.pools[0].dirty_chunks[w.id[k]];
 	}
 	return n;
 }
 
 static bool all_normal(void)
 {
-	for (unsigned i = 0; i < NMEMBERS; i++)
+	for (unsigned i = 0; i < w.n; i++)
 		if (state_of(i) != RMR_MEMBER_NORMAL)
 			return false;
 	return true;
@@ -622,7 +687,7 @@ static void heal_and_check(void)
 {
 	fault_set(&(struct fault_cfg){ 0 });
 	say("faults stop");
-	for (unsigned i = 0; i < NMEMBERS; i++) {
+	for (unsigned i = 0; i < w.n; i++) {
 		cut_client(i, false);
 		cut_peer(i, false);
 		w.m[i].store.fail = false;
@@ -630,49 +695,56 @@ static void heal_and_check(void)
 	}
 	settle(20000);
 	reqs_check();
-	for (unsigned i = 0; i < NMEMBERS; i++)
+	for (unsigned i = 0; i < w.n; i++)
 		if (!w.m[i].srv)
 			member_start(i);
 	for (unsigned t = 0; t < 30000 && !all_normal(); t += 10)
 		loop_sim_run(10 * MS);
 	if (!all_normal()) {
 		struct rmr_pool_status st = { .size = sizeof(st) };
+		char states[MAX_MEMBERS * 160] = "";
 
 		for (uint64_t ch = 0; w.debug && ch < POOL_SIZE / CHUNK; ch++) {
-			char who[NMEMBERS + 1] = { 0 };
+			char who[4 * MAX_MEMBERS] = { 0 };
 
-			for (unsigned i = 0; i < NMEMBERS; i++) {
+			for (unsigned i = 0; i < w.n; i++) {
 				bool same = true;
 
 				for (uint64_t b = ch * CHUNK; b < (ch + 1) * CHUNK; b++)
 					if (!w.maybe[b / BLK] && w.m[i].store.data[b] != w.model[b])
 						same = false;
-				who[i] = same ? '0' + (char)(i + 1) : '-';
+				if (same)
+					snprintf(who + strlen(who), sizeof(who) - strlen(who), " %u",
+						 w.id[i]);
+				else
+					strcat(who, " -");
 			}
-			say("chunk %llu: stores holding the model: %s", (unsigned long long)ch, who);
+			say("chunk %llu: stores holding the model:%s", (unsigned long long)ch, who);
 		}
 
 		sim_check(rmr_client_status(w.c, &st) == 0, "rmr_client_status failed");
-		sim_fail("not all members NORMAL 30 s after the faults stopped: 1 %s (%s), "
-			 "2 %s (%s), 3 %s (%s); missed 0x%llx", rmr_member_state_name(st.members[0].state),
-			 st.members[0].reason, rmr_member_state_name(st.members[1].state),
-			 st.members[1].reason, rmr_member_state_name(st.members[2].state),
-			 st.members[2].reason, (unsigned long long)st.missed_mask);
+		for (unsigned i = 0; i < w.n; i++)
+			snprintf(states + strlen(states), sizeof(states) - strlen(states),
+				 "%s%u %s (%s)", i ? ", " : "", w.id[i],
+				 rmr_member_state_name(st.members[i].state), st.members[i].reason);
+		sim_fail("not all members NORMAL 30 s after the faults stopped: %s; missed 0x%llx",
+			 states, (unsigned long long)st.missed_mask);
 	}
 	w.bad_reads = 0;
 	read_all();
 	reqs_check();
 	for (unsigned t = 0; t < 60000 && dirty_total(); t += 10)
 		loop_sim_run(10 * MS);
-	for (unsigned i = 0; i < NMEMBERS && w.debug; i++) {
+	for (unsigned i = 0; i < w.n && w.debug; i++) {
 		static struct rmr_server_status ss;
+		char dirty[MAX_MEMBERS * 24] = "";
 
 		ss.size = sizeof(ss);
 		rmr_server_status(w.m[i].srv, &ss);
-		say("member %u: dirty for members 1 2 3: %llu %llu %llu, map version %llu", i + 1,
-		    (unsigned long long)ss.pools[0].dirty_chunks[1],
-		    (unsigned long long)ss.pools[0].dirty_chunks[2],
-		    (unsigned long long)ss.pools[0].dirty_chunks[3],
+		for (unsigned k = 0; k < w.n; k++)
+			snprintf(dirty + strlen(dirty), sizeof(dirty) - strlen(dirty), " %u: %llu",
+				 w.id[k], (unsigned long long)ss.pools[0].dirty_chunks[w.id[k]]);
+		say("member %u: dirty chunks for members%s; map version %llu", w.id[i], dirty,
 		    (unsigned long long)ss.pools[0].map_ver);
 	}
 	sim_check(dirty_total() == 0, "%llu dirty chunks left 60 s after the faults stopped",
@@ -680,10 +752,10 @@ static void heal_and_check(void)
 	for (uint64_t b = 0; b < POOL_SIZE; b++) {
 		const uint8_t v = w.m[0].store.data[b];
 
-		for (unsigned i = 1; i < NMEMBERS; i++)
+		for (unsigned i = 1; i < w.n; i++)
 			if (w.m[i].store.data[b] != v) {
 				byte_history(b, v);
-				sim_fail("members 1 and %u differ at byte %llu", i + 1,
+				sim_fail("members %u and %u differ at byte %llu", w.id[0], w.id[i],
 					 (unsigned long long)b);
 			}
 		if (!w.maybe[b / BLK] && v != w.model[b])
@@ -693,7 +765,7 @@ static void heal_and_check(void)
 		struct rmr_pool_status st = { .size = sizeof(st) };
 
 		sim_check(rmr_client_status(w.c, &st) == 0, "rmr_client_status failed");
-		for (unsigned i = 0; i < NMEMBERS; i++)
+		for (unsigned i = 0; i < w.n; i++)
 			sim_check(st.members[i].resync_bytes == 0, "the client carried resync bytes");
 	}
 }
