@@ -856,6 +856,7 @@ static void record_done(void *priv, int status)
 int client_io_send_record(struct rmr_client *c, const struct unflushed_record *r)
 {
 	struct slot *s = &c->slots[c->record_slot];
+	uint64_t away = 0;
 
 	/* A slot of its own: consumer writes held back by a map pull cannot starve it. */
 	if (s->phase != SLOT_FREE)
@@ -879,6 +880,15 @@ int client_io_send_record(struct rmr_client *c, const struct unflushed_record *r
 	for (unsigned i = 0; i < nmem(c); i++)
 		if (c->members[i].state == RMR_MEMBER_NORMAL)
 			s->ok_mask |= bit(i);
+		else
+			away |= 1ull << c->members[i].id;
+	/*
+	 * A member away misses the record as it misses a write: its maps lack
+	 * it. Back with no write missed, it would serve at once and could be
+	 * the source of the recorded member's maps, which then copies nothing
+	 * (SIM_POWER=1 SIM_MEMBERS=8 seed 206): it takes the maps first.
+	 */
+	records_missed(c, away & c->members_ids & ~(1ull << r->id));
 	start_map_add(c, s, bit(r->id));
 	return 0;
 }
