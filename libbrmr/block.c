@@ -304,7 +304,8 @@ static int submit_pieces(struct parent *p, unsigned flags)
 			.addr = addr,
 			.cb = piece_done,
 			.priv = p,
-			.flags = p->op == BRMR_OP_FLUSH ? RMR_IO_FLUSH : 0,
+			.flags = p->op == BRMR_OP_FLUSH ? RMR_IO_FLUSH
+				 : p->op == BRMR_OP_READ ? RMR_IO_WHOLE : 0,
 		};
 		int ret;
 

@@ -105,6 +105,15 @@ enum rmr_io_flags {
 	 * it.
 	 */
 	RMR_IO_FLUSH = 1u << 1,
+	/**
+	 * Read-like only: a success must return all @c len bytes. A member
+	 * that answers with fewer is taken as broken: it leaves NORMAL and
+	 * the read goes to another member (a block device's reads, where a
+	 * short answer would leave stale bytes in the buffer; without the
+	 * flag the store may return fewer, as a key-value store's value
+	 * shorter than the buffer).
+	 */
+	RMR_IO_WHOLE = 1u << 2,
 };
 
 /** Log levels, as in syslog. */

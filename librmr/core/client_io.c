@@ -109,7 +109,9 @@ int client_io_submit(struct rmr_client *c, const struct rmr_io *io, unsigned fla
 			return -EINVAL;
 		data_len += io->iov[i].iov_len;
 	}
-	if (io->flags & ~(uint32_t)(RMR_IO_PATCH | RMR_IO_FLUSH))
+	if (io->flags & ~(uint32_t)(RMR_IO_PATCH | RMR_IO_FLUSH | RMR_IO_WHOLE))
+		return -EINVAL;
+	if ((io->flags & RMR_IO_WHOLE) && io->kind != RMR_IO_READ)
 		return -EINVAL;
 	/* A flush is about what went before it: no data, no range, nothing else. */
 	if ((io->flags & RMR_IO_FLUSH) && (io->kind != RMR_IO_WRITE || data_len || io->len ||
@@ -745,7 +747,11 @@ void client_io_on_response(struct rmr_client *c, struct member *m, const struct 
 		member_fail(m, "answer to no request in flight");
 		return;
 	}
-	if (msg->type == RMR_MSG_READ_RSP && msg->status == 0 && msg->len != s->io.len) {
+	if (msg->type == RMR_MSG_READ_RSP && msg->status == 0 &&
+	    (msg->len != s->io.len ||
+	     ((s->io.flags & RMR_IO_WHOLE) && msg->payload_len != s->io.len))) {
+		log_err("pool=%s member=%u addr=%s: read answer of %u bytes (%u carried) for a read of %u",
+			c->name, m->id, m->addr, msg->len, msg->payload_len, s->io.len);
 		member_fail(m, "read answer of the wrong length");
 		return;
 	}

@@ -113,6 +113,17 @@ static void buf_put(struct mem_buf *b)
 #define MAX_CUTS 32
 static char cuts[MAX_CUTS][2][RMR_ADDR_MAX + 1]; /* empty = unused */
 
+static rmr_mem_tamper_fn tamper; /* under mem_lock */
+static void *tamper_ctx;
+
+void rmr_mem_tamper(rmr_mem_tamper_fn fn, void *ctx)
+{
+	pthread_mutex_lock(&mem_lock);
+	tamper = fn;
+	tamper_ctx = ctx;
+	pthread_mutex_unlock(&mem_lock);
+}
+
 static bool same_pair(unsigned i, const char *a, const char *b)
 {
 	return (!strcmp(cuts[i][0], a) && !strcmp(cuts[i][1], b)) ||
@@ -387,6 +398,12 @@ static int mem_send(void *arg, struct rmr_conn *c, const struct iovec *iov, int 
 	for (int i = 0; i < iovcnt; i++) {
 		memcpy(msg->buf->data + off, iov[i].iov_base, iov[i].iov_len);
 		off += iov[i].iov_len;
+	}
+	if (tamper) {
+		size_t n = tamper(tamper_ctx, tp->params.name, c->peer->tp->params.name,
+				  msg->buf->data, len);
+
+		msg->len = RMR_MIN(len, n);
 	}
 	/* Across a cut link, as over TCP: nothing arrives until it is whole again. */
 	if (link_cut(tp, c->peer->tp) || c->held_head) {

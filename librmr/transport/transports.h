@@ -38,4 +38,15 @@ extern const struct rmr_transport_ops rmr_mem_transport_ops;
  */
 int rmr_mem_link_cut(const char *a, const char *b, bool cut);
 
+/*
+ * Tests: @fn sees each message the mem transport sends from now on, from
+ * the instance named @from to the one named @to, once copied for the
+ * receiver, and may change it in place (a member's answer made to break a
+ * rule); it returns the bytes to deliver, at most @len. It runs under the
+ * transport's lock and must not call the transport. NULL: none.
+ */
+typedef size_t (*rmr_mem_tamper_fn)(void *ctx, const char *from, const char *to, void *msg,
+				    size_t len);
+void rmr_mem_tamper(rmr_mem_tamper_fn fn, void *ctx);
+
 #endif

@@ -6,7 +6,8 @@
  * acknowledged write. Each case injects a fault (a member killed and
  * restarted, a store failing then healed, maintenance, a cut client link, a
  * cut member-to-member link during resync, a second failure during resync,
- * a member back after the client's backoff grew long),
+ * a member back after the client's backoff grew long, a member's answers
+ * made to break the session's rules on their way),
  * keeps writing, and then checks: every read returns the model, the pool
  * heals by itself, all stores equal the model, the client carried no resync
  * bytes and the returning member copied at most its dirty chunks.
@@ -32,6 +33,7 @@
 #include "activity_log.h"
 #include "loop.h"
 #include "transports.h"
+#include "wire.h"
 
 #define POOL_SIZE (8u << 20)         /* unless a case asks for another size */
 #define CHUNK (64u * 1024)           /* unless a case asks for another size */
@@ -553,6 +555,142 @@ static void case_overlapping_writes_ordered(void)
 		ck_assert_msg(!memcmp(w.m[i].store.data, w.model, w.cfg.pool_size),
 			      "seed %llu: member %u's store differs from the model",
 			      (unsigned long long)w.seed, i + 1);
+}
+
+/*
+ * Answers of member 3 that break a rule of the session, made so on their way
+ * to the client (rmr_mem_tamper): the first answer of @type after arming is
+ * changed as @change says; @fired counts the answers changed.
+ */
+enum bad_answer {
+	BAD_SHORT_READ,     /* fewer bytes than the read asked for */
+	BAD_READ_LEN,       /* a length that is not the read's */
+	BAD_SLOT,           /* a slot beyond the queue depth */
+	BAD_SEQ,            /* another request's sequence number */
+	BAD_TYPE,           /* the answer of another kind of request */
+	BAD_SENDER,         /* another member's id */
+	BAD_REQUEST,        /* a member-to-member request instead */
+	BAD_TRUNCATED,      /* less than a header */
+};
+
+static struct {
+	unsigned type;
+	enum bad_answer change;
+	bool armed;
+	unsigned fired;
+} bad;
+
+static size_t bad_answer(void *ctx, const char *from, const char *to, void *buf, size_t len)
+{
+	struct rmr_msg m;
+	char why[128];
+
+	(void)ctx;
+	if (!bad.armed || strcmp(from, w.m[2].addr) || strcmp(to, "vol") ||
+	    rmr_wire_decode(buf, len, &m, why, sizeof(why)) < 0 || m.type != bad.type)
+		return len;
+	bad.armed = false;
+	bad.fired++;
+	switch (bad.change) {
+	case BAD_SHORT_READ:
+		m.payload_len -= 512;
+		len -= 512;
+		break;
+	case BAD_READ_LEN:
+		m.len += BLK;
+		break;
+	case BAD_SLOT:
+		m.slot = 1000;
+		break;
+	case BAD_SEQ:
+		m.seq ^= 1;
+		break;
+	case BAD_TYPE:
+		m.type = RMR_MSG_MAP_ADD_RSP;
+		break;
+	case BAD_SENDER:
+		m.sender_id = 2;
+		break;
+	case BAD_REQUEST:
+		m.type = RMR_MSG_MAP_CLEAR;
+		m.status = 0;
+		break;
+	case BAD_TRUNCATED:
+		return 10;
+	}
+	rmr_wire_encode(buf, &m);
+	return len;
+}
+
+/*
+ * Each answer of member 3 that breaks a rule (bad_answer) makes the client
+ * drop it, with the reason in its status: the request completes once, as
+ * if member 3 had failed (a read from another member, with the model's
+ * bytes; a write acknowledged by the other two and recorded as missed by
+ * member 3), and member 3 comes back and copies what it missed.
+ */
+static void case_bad_answers_fail_the_member(void)
+{
+	static const struct {
+		unsigned type;
+		enum bad_answer change;
+		const char *reason;
+	} cases[] = {
+		{ RMR_MSG_READ_RSP, BAD_SHORT_READ, "read answer of the wrong length" },
+		{ RMR_MSG_READ_RSP, BAD_READ_LEN, "read answer of the wrong length" },
+		{ RMR_MSG_READ_RSP, BAD_SLOT, "answer for a slot that does not exist" },
+		{ RMR_MSG_WRITE_RSP, BAD_SLOT, "answer for a slot that does not exist" },
+		{ RMR_MSG_WRITE_RSP, BAD_SEQ, "answer to no request in flight" },
+		{ RMR_MSG_WRITE_RSP, BAD_TYPE, "answer to no request in flight" },
+		{ RMR_MSG_READ_RSP, BAD_SEQ, "answer to no request in flight" },
+		{ RMR_MSG_WRITE_RSP, BAD_SENDER, "malformed message" },
+		{ RMR_MSG_WRITE_RSP, BAD_REQUEST, "protocol violation" },
+		{ RMR_MSG_READ_RSP, BAD_TRUNCATED, "malformed message" },
+	};
+	static uint8_t buf[2 * BLK];
+
+	write_some(50);
+	rmr_mem_tamper(bad_answer, NULL);
+	for (unsigned k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		struct rmr_pool_status st = { .size = sizeof(st) };
+
+		wait_state(2, RMR_MEMBER_NORMAL, 5000);
+		bad = (typeof(bad)){ .type = cases[k].type, .change = cases[k].change, .armed = true };
+		/* Reads go round-robin: within three, one is member 3's. */
+		for (unsigned n = 0; n < 6 && bad.armed; n++) {
+			uint64_t off = rnd() % (w.cfg.pool_size / BLK - 1) * BLK;
+			struct rreq r = { 0 };
+			struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+			struct rmr_io io = { .kind = RMR_IO_READ, .addr = off, .len = sizeof(buf),
+					     .iov = &iov, .iovcnt = 1, .cb = read_done, .priv = &r,
+					     .flags = RMR_IO_WHOLE };
+
+			if (cases[k].type == RMR_MSG_WRITE_RSP) {
+				submit_write_at(off, sizeof(buf));
+				settle();
+				ck_assert_msg(w.failed == 0, "case %u: the write failed", k);
+				continue;
+			}
+			ck_assert_int_eq(rmr_client_submit(w.c, &io, 0), 0);
+			while (!r.done)
+				if (loop_sim_step() == 0)
+					loop_sim_run(MS);
+			ck_assert_msg(r.status == (int)sizeof(buf) &&
+					      !memcmp(buf, w.model + off, sizeof(buf)),
+				      "case %u: read at %llu: status %d or data differs from the model",
+				      k, (unsigned long long)off, r.status);
+		}
+		ck_assert_msg(bad.fired == 1, "case %u: no answer of member 3 was changed", k);
+		ck_assert_int_eq(rmr_client_status(w.c, &st), 0);
+		ck_assert_msg(st.members[2].state != RMR_MEMBER_NORMAL &&
+				      strstr(st.members[2].reason, cases[k].reason),
+			      "case %u: member 3 is %s (%s), expected out for '%s'", k,
+			      rmr_member_state_name(st.members[2].state), st.members[2].reason,
+			      cases[k].reason);
+	}
+	rmr_mem_tamper(NULL, NULL);
+	write_some(50);
+	check_healed(2, NCHUNKS);
 }
 
 /*
@@ -1665,6 +1803,7 @@ SIM_CASE_WITH(case_member_back_notice, .pool_size = POOL_SIZE, .chunk = CHUNK,
 SIM_CASE(case_maintenance)
 SIM_CASE(case_resync_queue_bound)
 SIM_CASE(case_overlapping_writes_ordered)
+SIM_CASE(case_bad_answers_fail_the_member)
 SIM_CASE(case_client_link_cut)
 SIM_CASE(case_peer_link_cut_during_resync)
 SIM_CASE(case_second_failure_during_resync)
@@ -1736,6 +1875,7 @@ int main(void)
 	tcase_add_test(tc, case_member_back_notice_seeds);
 	tcase_add_test(tc, case_resync_queue_bound_seeds);
 	tcase_add_test(tc, case_overlapping_writes_ordered_seeds);
+	tcase_add_test(tc, case_bad_answers_fail_the_member_seeds);
 	tcase_add_test(tc, case_maintenance_seeds);
 	tcase_add_test(tc, case_client_link_cut_seeds);
 	tcase_add_test(tc, case_peer_link_cut_during_resync_seeds);
