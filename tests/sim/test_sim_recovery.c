@@ -558,9 +558,9 @@ static void case_overlapping_writes_ordered(void)
 }
 
 /*
- * Answers of member 3 that break a rule of the session, made so on their way
- * to the client (rmr_mem_tamper): the first answer of @type after arming is
- * changed as @change says; @fired counts the answers changed.
+ * Answers that break a rule of the session, made so on their way from
+ * @from to @to (rmr_mem_tamper): the first answer of @type after arming
+ * is changed as @change says (every one if @every); @fired counts them.
  */
 enum bad_answer {
 	BAD_SHORT_READ,     /* fewer bytes than the read asked for */
@@ -571,12 +571,14 @@ enum bad_answer {
 	BAD_SENDER,         /* another member's id */
 	BAD_REQUEST,        /* a member-to-member request instead */
 	BAD_TRUNCATED,      /* less than a header */
+	BAD_ADDR,           /* another range (and other bytes) */
 };
 
 static struct {
+	const char *from, *to;
 	unsigned type;
 	enum bad_answer change;
-	bool armed;
+	bool armed, every;
 	unsigned fired;
 } bad;
 
@@ -586,10 +588,10 @@ static size_t bad_answer(void *ctx, const char *from, const char *to, void *buf,
 	char why[128];
 
 	(void)ctx;
-	if (!bad.armed || strcmp(from, w.m[2].addr) || strcmp(to, "vol") ||
+	if (!bad.armed || strcmp(from, bad.from) || strcmp(to, bad.to) ||
 	    rmr_wire_decode(buf, len, &m, why, sizeof(why)) < 0 || m.type != bad.type)
 		return len;
-	bad.armed = false;
+	bad.armed = bad.every;
 	bad.fired++;
 	switch (bad.change) {
 	case BAD_SHORT_READ:
@@ -617,6 +619,12 @@ static size_t bad_answer(void *ctx, const char *from, const char *to, void *buf,
 		break;
 	case BAD_TRUNCATED:
 		return 10;
+	case BAD_ADDR:
+		/* ...and other bytes, as another range holds. */
+		m.addr += BLK;
+		for (size_t i = sizeof(struct rmr_wire_hdr); i < len; i++)
+			((uint8_t *)buf)[i] ^= 0x5a;
+		break;
 	}
 	rmr_wire_encode(buf, &m);
 	return len;
@@ -655,7 +663,8 @@ static void case_bad_answers_fail_the_member(void)
 		struct rmr_pool_status st = { .size = sizeof(st) };
 
 		wait_state(2, RMR_MEMBER_NORMAL, 5000);
-		bad = (typeof(bad)){ .type = cases[k].type, .change = cases[k].change, .armed = true };
+		bad = (typeof(bad)){ .from = w.m[2].addr, .to = "vol", .type = cases[k].type,
+				     .change = cases[k].change, .armed = true };
 		/* Reads go round-robin: within three, one is member 3's. */
 		for (unsigned n = 0; n < 6 && bad.armed; n++) {
 			uint64_t off = rnd() % (w.cfg.pool_size / BLK - 1) * BLK;
@@ -691,6 +700,34 @@ static void case_bad_answers_fail_the_member(void)
 	rmr_mem_tamper(NULL, NULL);
 	write_some(50);
 	check_healed(2, NCHUNKS);
+}
+
+/*
+ * A returning member copies what it missed while member 1's answers to its
+ * SYNC_READs break a rule (bad_answer): every one carries a short payload,
+ * another range or a slot that does not exist, or one carries another
+ * sequence number (taken for a late answer: ignored, the request times
+ * out). It drops them (or the session) and copies from member 3 instead:
+ * its store ends equal to the model, never with bytes those answers
+ * carried.
+ */
+static void case_bad_sync_answers(void)
+{
+	static const enum bad_answer changes[] = { BAD_SHORT_READ, BAD_ADDR, BAD_SLOT, BAD_SEQ };
+	enum bad_answer change = changes[w.seed % 4];
+	uint64_t dirty = kill_member_2_under_writes();
+
+	bad = (typeof(bad)){ .from = w.m[0].addr, .to = w.m[1].addr, .type = RMR_MSG_SYNC_READ_RSP,
+			     .change = change, .armed = true, .every = change != BAD_SEQ };
+	rmr_mem_tamper(bad_answer, NULL);
+	member_start(1, 0);
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	write_some(100);
+	/* A copy waiting for its timeout may hold a write so long that member 2 fails. */
+	check_healed(1, change == BAD_SEQ ? NCHUNKS : dirty);
+	rmr_mem_tamper(NULL, NULL);
+	ck_assert_msg(bad.fired > 0, "seed %llu: no answer of member 1 was changed",
+		      (unsigned long long)w.seed);
 }
 
 /*
@@ -1804,6 +1841,7 @@ SIM_CASE(case_maintenance)
 SIM_CASE(case_resync_queue_bound)
 SIM_CASE(case_overlapping_writes_ordered)
 SIM_CASE(case_bad_answers_fail_the_member)
+SIM_CASE(case_bad_sync_answers)
 SIM_CASE(case_client_link_cut)
 SIM_CASE(case_peer_link_cut_during_resync)
 SIM_CASE(case_second_failure_during_resync)
@@ -1876,6 +1914,7 @@ int main(void)
 	tcase_add_test(tc, case_resync_queue_bound_seeds);
 	tcase_add_test(tc, case_overlapping_writes_ordered_seeds);
 	tcase_add_test(tc, case_bad_answers_fail_the_member_seeds);
+	tcase_add_test(tc, case_bad_sync_answers_seeds);
 	tcase_add_test(tc, case_maintenance_seeds);
 	tcase_add_test(tc, case_client_link_cut_seeds);
 	tcase_add_test(tc, case_peer_link_cut_during_resync_seeds);
