@@ -98,7 +98,9 @@ static void usage(FILE *f)
 		"  --transport NAME     fabric (default) or mem (in-process, for tests)\n"
 		"  --control PATH       unix control socket (mode 0600): 'status text|json|prometheus',\n"
 		"                       'events', 'events now', 'fault on|off' (fail every store's\n"
-		"                       data I/O with EIO); default the first member's from its file\n"
+		"                       data I/O with EIO); default each served member's from its\n"
+		"                       pool file (one socket per pool; a command there that names\n"
+		"                       no pool acts on that one)\n"
 		"  --key-file PATH      the pool key (mode 0600, made by brmrctl create) of every\n"
 		"                       pool served; default each pool file's key_file (NAME.key\n"
 		"                       next to it); none: an open pool, with a warning\n"
@@ -271,8 +273,8 @@ static int resolve_member(struct served *sv)
 
 /*
  * Settings that the pool files give and the flags did not. One server has
- * one address, one control socket, one transport: every pool file must
- * agree on what the server as a whole uses.
+ * one address and one transport: every pool file must agree on what the
+ * server as a whole uses. Control sockets are per pool (main).
  */
 static int apply_pool_files(struct server_cfg *cfg)
 {
@@ -293,8 +295,6 @@ static int apply_pool_files(struct server_cfg *cfg)
 			first = sv;
 			if (!cfg->listen)
 				cfg->listen = sv->m->address;
-			if (!cfg->control)
-				cfg->control = sv->m->control;
 			if (!cfg->provider)
 				cfg->provider = sv->conf->provider;
 			if (!cfg->transport)
@@ -658,9 +658,17 @@ int main(int argc, char **argv)
 	}
 	set_identity(&ctl, &cfg);
 
-	/* Before serving: a live daemon on this socket means a second start. */
-	if (cfg.control && server_ctl_listen(&ctl, cfg.control) < 0)
+	/*
+	 * Before serving: a live daemon on a socket means a second start. The
+	 * flag's socket serves every pool; else each pool file's member has its
+	 * own, where `brmrctl --pool NAME --member ID` finds it.
+	 */
+	if (cfg.control && server_ctl_listen(&ctl, cfg.control, NULL) < 0)
 		goto out;
+	for (unsigned i = 0; !cfg.control && i < cfg.nserved; i++)
+		if (cfg.served[i].conf &&
+		    server_ctl_listen(&ctl, cfg.served[i].m->control, cfg.served[i].conf->name) < 0)
+			goto out;
 
 	opts.listen_addr = cfg.listen;
 	opts.transport = cfg.transport;
@@ -741,7 +749,7 @@ int main(int argc, char **argv)
 	dlog(RMR_LOG_INFO, "ready: %u pool(s) on %s", cfg.nserved, cfg.listen);
 
 	for (;;) {
-		struct pollfd pfd[EVSTREAM_MAX_LISTENERS + 3];
+		struct pollfd pfd[1 + RMR_SERVER_MAX_POOLS + EVSTREAM_MAX_LISTENERS + 1];
 		unsigned n;
 
 		pfd[0] = (struct pollfd){ .fd = sfd, .events = POLLIN };

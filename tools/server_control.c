@@ -250,8 +250,11 @@ static void answer_events(struct server_ctl *ctl, int fd, bool now)
 
 /* ---- status and the other commands ------------------------------------------ */
 
-/* Render the status; returns a malloc'd string or NULL. */
-static char *render_status(struct rmr_server *srv, enum rmr_format fmt)
+/*
+ * Render the status, pool @first (if not NULL) ahead of the others: a pool's
+ * own control socket shows it first. Returns a malloc'd string or NULL.
+ */
+static char *render_status(struct rmr_server *srv, enum rmr_format fmt, const char *first)
 {
 	struct rmr_server_status *st = calloc(1, sizeof(*st));
 	size_t cap = 16384;
@@ -263,6 +266,14 @@ static char *render_status(struct rmr_server *srv, enum rmr_format fmt)
 	st->size = sizeof(*st);
 	if (rmr_server_status(srv, st) < 0)
 		goto out;
+	for (uint32_t i = 1; first && i < st->npools && i < RMR_SERVER_MAX_POOLS; i++)
+		if (!strcmp(st->pools[i].name, first)) {
+			struct rmr_server_pool_status p = st->pools[i];
+
+			memmove(&st->pools[1], &st->pools[0], i * sizeof(p));
+			st->pools[0] = p;
+			break;
+		}
 	while (n == -ENOSPC && cap <= (16u << 20)) {
 		char *nb = realloc(buf, cap);
 
@@ -281,10 +292,15 @@ out:
 	return buf;
 }
 
-/* The pool named @name (NULL: the only one served), or NULL with a reason in @err. */
-static struct served_pool *pick_pool(struct server_ctl *ctl, const char *name, char *err,
-				     size_t errlen)
+/*
+ * The pool named @name (NULL: the socket's own, else the only one served),
+ * or NULL with a reason in @err.
+ */
+static struct served_pool *pick_pool(struct server_ctl *ctl, const struct ctl_socket *sock,
+				     const char *name, char *err, size_t errlen)
 {
+	if (!name)
+		name = sock->pool;
 	for (unsigned i = 0; i < ctl->npools; i++)
 		if (ctl->pools[i].handle && (name ? !strcmp(ctl->pools[i].name, name) : ctl->npools == 1))
 			return &ctl->pools[i];
@@ -299,8 +315,8 @@ static struct served_pool *pick_pool(struct server_ctl *ctl, const char *name, c
  * "resync stop|start [POOL]", "resync rate BYTES [POOL]", "verify [repair] [POOL]",
  * "verify stop [POOL]": the answer in @out.
  */
-static void answer_action(struct server_ctl *ctl, char *args, bool verify, char *out,
-			  size_t outlen)
+static void answer_action(struct server_ctl *ctl, const struct ctl_socket *sock, char *args,
+			  bool verify, char *out, size_t outlen)
 {
 	char *words[4] = { NULL };
 	unsigned n = 0;
@@ -344,7 +360,7 @@ static void answer_action(struct server_ctl *ctl, char *args, bool verify, char 
 		snprintf(out, outlen, "error: usage: resync stop|start|rate [POOL]\n");
 		return;
 	}
-	sp = pick_pool(ctl, pool, out, outlen);
+	sp = pick_pool(ctl, sock, pool, out, outlen);
 	if (!sp)
 		return;
 	if (!verify && !strcmp(what, "rate")) {
@@ -386,10 +402,10 @@ static void answer_action(struct server_ctl *ctl, char *args, bool verify, char 
 	snprintf(out, outlen, "ok\n");
 }
 
-static void serve_one(struct server_ctl *ctl)
+static void serve_one(struct server_ctl *ctl, const struct ctl_socket *sock)
 {
 	char line[128];
-	int fd = control_accept_line(ctl->lfd, CONTROL_TIMEOUT_S * 1000, line, sizeof(line));
+	int fd = control_accept_line(sock->fd, CONTROL_TIMEOUT_S * 1000, line, sizeof(line));
 
 	if (fd < 0)
 		return;
@@ -399,7 +415,7 @@ static void serve_one(struct server_ctl *ctl)
 		enum rmr_format fmt = !strcmp(line, "status json") ? RMR_FORMAT_JSON
 				      : !strcmp(line, "status prometheus") ? RMR_FORMAT_PROMETHEUS
 				      : RMR_FORMAT_TEXT;
-		char *out = render_status(ctl->srv, fmt);
+		char *out = render_status(ctl->srv, fmt, sock->pool);
 
 		if (out) {
 			write_all(fd, out, strlen(out));
@@ -423,7 +439,7 @@ static void serve_one(struct server_ctl *ctl)
 		   !strncmp(line, "verify ", 7)) {
 		char out[160];
 
-		answer_action(ctl, line + (line[6] ? 7 : 6), line[0] == 'v', out, sizeof(out));
+		answer_action(ctl, sock, line + (line[6] ? 7 : 6), line[0] == 'v', out, sizeof(out));
 		write_all(fd, out, strlen(out));
 	} else if (!strcmp(line, "events") || !strcmp(line, "events now")) {
 		answer_events(ctl, fd, !strcmp(line, "events now"));
@@ -440,17 +456,25 @@ static void serve_one(struct server_ctl *ctl)
 
 int server_ctl_init(struct server_ctl *ctl)
 {
-	ctl->lfd = -1;
+	ctl->nsocks = 0;
 	return evstream_init(&ctl->ev, "control socket");
 }
 
-int server_ctl_listen(struct server_ctl *ctl, const char *path)
+int server_ctl_listen(struct server_ctl *ctl, const char *path, const char *pool)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
 	mode_t old;
 	int fd, ret;
 
+	/* Two pool files name one socket: it acts on a pool named in the command. */
+	for (unsigned i = 0; i < ctl->nsocks; i++)
+		if (!strcmp(ctl->socks[i].path, path)) {
+			ctl->socks[i].pool = NULL;
+			return 0;
+		}
+	if (ctl->nsocks == RMR_SERVER_MAX_POOLS)
+		return -ENOSPC;
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
@@ -483,18 +507,19 @@ int server_ctl_listen(struct server_ctl *ctl, const char *path)
 		close(fd);
 		return ret;
 	}
-	ctl->lfd = fd;
-	ctl->path = path;
-	ctl->ev.what = path;
+	ctl->socks[ctl->nsocks++] = (struct ctl_socket){ .fd = fd, .path = path, .pool = pool };
+	if (ctl->nsocks == 1)
+		ctl->ev.what = path;
 	return 0;
 }
 
 unsigned server_ctl_pollfds(struct server_ctl *ctl, struct pollfd *pfd)
 {
-	if (ctl->lfd < 0)
+	if (!ctl->nsocks)
 		return 0;
-	pfd[0] = (struct pollfd){ .fd = ctl->lfd, .events = POLLIN };
-	return 1 + evstream_pollfds(&ctl->ev, pfd + 1);
+	for (unsigned i = 0; i < ctl->nsocks; i++)
+		pfd[i] = (struct pollfd){ .fd = ctl->socks[i].fd, .events = POLLIN };
+	return ctl->nsocks + evstream_pollfds(&ctl->ev, pfd + ctl->nsocks);
 }
 
 void server_ctl_handle(struct server_ctl *ctl, const struct pollfd *pfd, unsigned n)
@@ -502,17 +527,18 @@ void server_ctl_handle(struct server_ctl *ctl, const struct pollfd *pfd, unsigne
 	if (!n)
 		return;
 	/* Listeners first: a socket closed here is not in pfd any more. */
-	evstream_handle(&ctl->ev, pfd + 1, n - 1);
-	if (pfd[0].revents & POLLIN)
-		serve_one(ctl);
+	evstream_handle(&ctl->ev, pfd + ctl->nsocks, n - ctl->nsocks);
+	for (unsigned i = 0; i < ctl->nsocks; i++)
+		if (pfd[i].revents & POLLIN)
+			serve_one(ctl, &ctl->socks[i]);
 }
 
 void server_ctl_close(struct server_ctl *ctl)
 {
 	evstream_destroy(&ctl->ev);
-	if (ctl->lfd >= 0) {
-		close(ctl->lfd);
-		unlink(ctl->path);
-		ctl->lfd = -1;
+	for (unsigned i = 0; i < ctl->nsocks; i++) {
+		close(ctl->socks[i].fd);
+		unlink(ctl->socks[i].path);
 	}
+	ctl->nsocks = 0;
 }
