@@ -78,6 +78,7 @@ for p in "${POOLS[@]}"; do
 	ln -s "$WORK/$p-m1.ctl" "$WORK/ctl-$p/m1.ctl"
 	ln -s "$WORK/$p-m2.ctl" "$WORK/ctl-$p/m2.ctl"
 done
+state_is() { [[ $(state "$1" "$2") == "$3" ]]; }
 both_normal() { [[ $(state "$1" 1) == normal && $(state "$1" 2) == normal ]]; }
 # healed POOL: both members normal, neither records a dirty chunk.
 pool_healed() { CTL_DIR=$WORK/ctl-$1 healed 2; }
@@ -122,7 +123,7 @@ sleep 2
 kill -9 "${PID[server-B]}"
 wait "${PID[server-B]}" 2>/dev/null || true
 for p in pool1 pool2; do
-	wait_for 15 eval '[[ $(state '"$p"' 2) == failed ]]' ||
+	wait_for 15 state_is "$p" 2 failed ||
 		fail "pool $p: member 2 is '$(state "$p" 2)', expected failed"
 done
 log "every client holds member 2 failed"
