@@ -486,7 +486,7 @@ static void send_pull(struct member *m, const struct member *src, uint32_t flags
  * No member is NORMAL, and every member missed writes: none holds every
  * acknowledged write, yet together they do (seed 3247: one crashed holding
  * the chunks another had still to copy in, which then took writes alone).
- * The one with the highest map version takes the maps of every other
+ * One of them (gather_rank) takes the maps of every other
  * member, added up (RMR_MAP_PULL_ALL): it then knows every chunk it missed
  * and which peer lacks what, copies them from its peers, and the others
  * take the maps from it as usual. Only with every member back, each
@@ -495,6 +495,16 @@ static void send_pull(struct member *m, const struct member *src, uint32_t flags
  * the record of one that is down may be the only one naming a chunk that
  * was missed.
  */
+/*
+ * The gatherer: a member not on record as maybe lost to a power loss
+ * before one that is (the others would converge on what its host may have
+ * lost: gather_done forgets those records), then the highest map version.
+ */
+static uint64_t gather_rank(const struct member *m)
+{
+	return (unflushed_pending(m->c, m->id) ? 0 : 1ull << 63) | (m->map_ver & ~(1ull << 63));
+}
+
 static void gather_start(struct rmr_client *c)
 {
 	struct member *lead = NULL;
@@ -515,7 +525,7 @@ static void gather_start(struct rmr_client *c)
 		if (m->state != RMR_MEMBER_RECONNECTING || !m->hello_done ||
 		    !(m->want_pull || m->settle_blocked) || m->pulling || m->reconciling)
 			return;
-		if (!lead || m->map_ver > lead->map_ver)
+		if (!lead || gather_rank(m) > gather_rank(lead))
 			lead = m;
 	}
 	/* It has them all, and copies what it lacks before it can settle. */
@@ -1092,6 +1102,19 @@ static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
 	}
 	if (m->incarnation && m->incarnation != h.incarnation)
 		log_info("pool=%s member=%u: member process restarted", c->name, h.member_id);
+	/*
+	 * The same process as before it left: its page cache kept every write
+	 * it acknowledged, whatever no flush covered. What is still queued to
+	 * record as maybe lost is not (SIM_POWER=1 SIM_MEMBERS=2 seed 11908:
+	 * those records made it look no surer a holder than a member whose
+	 * host did lose power).
+	 */
+	if (m->incarnation && m->incarnation == h.incarnation && h.member_id == m->id &&
+	    unflushed_pending(c, m->id)) {
+		log_notice("pool=%s member=%u: back without a restart: it lost none of the writes no flush covered on it",
+			   c->name, m->id);
+		unflushed_forget(c, m->id);
+	}
 	m->id = h.member_id;
 	if (!client_membership_hello(m, &h.membership))
 		return;

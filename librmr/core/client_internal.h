@@ -383,8 +383,13 @@ bool unflushed_records_sendable(const struct rmr_client *c);
  */
 bool unflushed_hold_flush(struct rmr_client *c, struct slot *s);
 void unflushed_free(struct rmr_client *c);
-/* Member @id became the one the others converge on: drop its queued records. */
+/*
+ * Drop member @id's queued records: it became the one the others converge
+ * on, or it came back without a restart (its page cache kept everything).
+ */
 void unflushed_forget(struct rmr_client *c, uint16_t id);
+/* Records of member @id are queued or in flight: it may have lost writes. */
+bool unflushed_pending(const struct rmr_client *c, uint16_t id);
 /* @m holds no write it acknowledged that no flush covered. */
 bool unflushed_none(const struct member *m);
 

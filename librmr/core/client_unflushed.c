@@ -388,6 +388,16 @@ void unflushed_forget(struct rmr_client *c, uint16_t id)
 	client_missed_recompute(c);
 }
 
+bool unflushed_pending(const struct rmr_client *c, uint16_t id)
+{
+	if (c->records_inflight && c->record_out.id == id)
+		return true;
+	for (unsigned i = 0; i < c->nrecords; i++)
+		if (c->records[i].id == id)
+			return true;
+	return false;
+}
+
 bool unflushed_none(const struct member *m)
 {
 	return !m->unflushed_unknown && !m->flush_out &&

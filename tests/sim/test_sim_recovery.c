@@ -1548,11 +1548,47 @@ static uint64_t unflushed_writes(void)
 /*
  * Member 2's host loses power while the client loses members 1 and 3 for a
  * moment: nobody is up to take its record. The record waits (it was
- * dropped, and member 2 came back serving old bytes); so do members 1 and
- * 3, which may have lost the same writes: none of them is NORMAL until all
- * are back and converged.
+ * dropped, and member 2 came back serving old bytes). Members 1 and 3 come
+ * back as the same processes: their page caches kept every write no flush
+ * covered, so what was queued to record about them goes, and they serve
+ * again at once (seed 11908 of the pair: with those records a member
+ * looked no surer a holder than one whose host did lose power). They take
+ * member 2's record, and member 2 copies those chunks back.
  */
 static void case_power_loss_nobody_up(void)
+{
+	uint64_t n;
+
+	write_some(200);
+	flush_all();
+	n = unflushed_writes();
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[0].addr, true), 0);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[2].addr, true), 0);
+	member_kill(1);
+	memstore_power_loss(&w.m[1].store);
+	wait_state(0, RMR_MEMBER_FAILED, 3000);
+	wait_state(2, RMR_MEMBER_FAILED, 3000);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[0].addr, false), 0);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[2].addr, false), 0);
+	wait_state(0, RMR_MEMBER_NORMAL, 3000);
+	wait_state(2, RMR_MEMBER_NORMAL, 3000);
+	for (unsigned t = 0; t < 2000 && dirty_for(2, 0) < n; t += 10)
+		loop_sim_run(10 * MS);
+	ck_assert_uint_ge(dirty_for(2, 0), n);
+	ck_assert_uint_ge(dirty_for(2, 2), n);
+	ck_assert_int_ne(state_of(1), RMR_MEMBER_NORMAL);
+	write_some(50);
+	member_start(1, 0);
+	check_healed(1, NCHUNKS);
+}
+
+/*
+ * The same, but members 1 and 3 restart too (their processes crash; their
+ * hosts, unlike member 2's, keep power): each may have lost what no flush
+ * covered, as far as anyone can tell, so none serves until all are back
+ * and converged; then every acknowledged write reads back.
+ */
+static void case_power_loss_all_restart(void)
 {
 	write_some(200);
 	flush_all();
@@ -1563,8 +1599,12 @@ static void case_power_loss_nobody_up(void)
 	memstore_power_loss(&w.m[1].store);
 	wait_state(0, RMR_MEMBER_FAILED, 3000);
 	wait_state(2, RMR_MEMBER_FAILED, 3000);
+	member_kill(0);
+	member_kill(2);
 	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[0].addr, false), 0);
 	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[2].addr, false), 0);
+	member_start(0, 0);
+	member_start(2, 0);
 	loop_sim_run(3000 * MS);
 	ck_assert_int_ne(state_of(0), RMR_MEMBER_NORMAL);
 	ck_assert_int_ne(state_of(2), RMR_MEMBER_NORMAL);
@@ -1865,6 +1905,7 @@ SIM_CASE_POWER(case_member_power_loss)
 SIM_CASE_POWER(case_power_loss_under_load)
 SIM_CASE_POWER(case_clean_close_record)
 SIM_CASE_POWER(case_power_loss_nobody_up)
+SIM_CASE_POWER(case_power_loss_all_restart)
 SIM_CASE_POWER(case_close_with_nobody_up)
 SIM_CASE_POWER(case_flush_waits_for_record)
 SIM_CASE_POWER(case_acks_after_maintenance)
@@ -1936,6 +1977,7 @@ int main(void)
 	tcase_add_test(tc, case_power_loss_under_load_seeds);
 	tcase_add_test(tc, case_clean_close_record_seeds);
 	tcase_add_test(tc, case_power_loss_nobody_up_seeds);
+	tcase_add_test(tc, case_power_loss_all_restart_seeds);
 	tcase_add_test(tc, case_close_with_nobody_up_seeds);
 	tcase_add_test(tc, case_flush_waits_for_record_seeds);
 	tcase_add_test(tc, case_acks_after_maintenance_seeds);
