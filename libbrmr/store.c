@@ -1077,6 +1077,30 @@ BRMR_EXPORT int brmr_store_members(struct brmr_store *s, struct brmr_member *out
 	return s->sb.nmembers;
 }
 
+/*
+ * This boot of the host (rmr_pool_params.boot_id): a hash of the kernel's
+ * boot_id, which a reboot changes; 0 if it cannot be read. The store's
+ * writes sit in the page cache until a flush, and only a reboot (or a
+ * power loss) takes them away from a member whose process restarted.
+ */
+static uint64_t host_boot_id(void)
+{
+	char buf[64];
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+	ssize_t n;
+	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	if (n < 32)
+		return 0;
+	for (ssize_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)buf[i]) * 0x100000001b3ull;
+	return h ? h : 1;
+}
+
 int store_pool_params(const struct brmr_store *s, const struct brmr_serve_opts *opts,
 		      struct rmr_pool_params *params, struct rmr_peer peers[RMR_MAX_MEMBERS])
 {
@@ -1118,6 +1142,7 @@ int store_pool_params(const struct brmr_store *s, const struct brmr_serve_opts *
 	params->no_activity_log = so.no_activity_log;
 	params->al_extent_size = so.al_extent_size;
 	params->key = so.key;
+	params->boot_id = host_boot_id();
 	return 0;
 }
 

@@ -268,6 +268,17 @@ struct rmr_pool_params {
 	 * writes, more to copy after a writer's crash.
 	 */
 	uint32_t al_extent_size;
+	/**
+	 * Which boot of its host this member runs in, or 0 if unknown: any
+	 * value that changes when the host restarts and never otherwise
+	 * (libbrmr hashes the kernel's boot_id). The client compares it with
+	 * the value the member had when it acknowledged writes no flush
+	 * covered: the same one says the page cache kept them, whatever
+	 * happened to the member's process meanwhile, and the client drops
+	 * its record that the member may have lost them. With 0 a member
+	 * that restarted may always have lost them.
+	 */
+	uint64_t boot_id;
 };
 
 /**

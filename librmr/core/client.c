@@ -1103,18 +1103,22 @@ static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
 	if (m->incarnation && m->incarnation != h.incarnation)
 		log_info("pool=%s member=%u: member process restarted", c->name, h.member_id);
 	/*
-	 * The same process as before it left: its page cache kept every write
-	 * it acknowledged, whatever no flush covered. What is still queued to
-	 * record as maybe lost is not (SIM_POWER=1 SIM_MEMBERS=2 seed 11908:
-	 * those records made it look no surer a holder than a member whose
-	 * host did lose power).
+	 * The same process as before it left, or the same boot of its host:
+	 * its page cache kept every write it acknowledged, whatever no flush
+	 * covered. What is still queued to record as maybe lost is not
+	 * (SIM_POWER=1 SIM_MEMBERS=2 seed 11908: those records made it look
+	 * no surer a holder than a member whose host did lose power).
 	 */
-	if (m->incarnation && m->incarnation == h.incarnation && h.member_id == m->id &&
-	    unflushed_pending(c, m->id)) {
-		log_notice("pool=%s member=%u: back without a restart: it lost none of the writes no flush covered on it",
-			   c->name, m->id);
+	if (h.member_id == m->id && unflushed_pending(c, m->id) &&
+	    ((m->incarnation && m->incarnation == h.incarnation) ||
+	     (h.boot_id && h.boot_id == m->left_boot))) {
+		log_notice("pool=%s member=%u: back %s: it lost none of the writes no flush covered on it",
+			   c->name, m->id,
+			   m->incarnation == h.incarnation ? "without a restart"
+							  : "in the same boot of its host");
 		unflushed_forget(c, m->id);
 	}
+	m->boot_id = h.boot_id;
 	m->id = h.member_id;
 	if (!client_membership_hello(m, &h.membership))
 		return;

@@ -179,6 +179,7 @@ void unflushed_member_left(struct member *m, enum rmr_member_state to)
 	}
 	m->flush_out = false;
 	m->unflushed_unknown = false;
+	m->left_boot = m->boot_id;
 	if (unknown) {
 		ranges[0] = (struct dirty_range){ 0, pool_chunks(c) };
 		chunks = ranges[0].count;

@@ -295,6 +295,7 @@ static void hello_admit(struct srv_session *sess, struct srv_pool *p, const stru
 	rsp.queue_depth = sess->qd;
 	rsp.max_io_size = sess->max_io;
 	rsp.incarnation = s->incarnation;
+	rsp.boot_id = p->params.boot_id;
 	if (h.role == RMR_ROLE_CLIENT && pool_al_stale(p, h.incarnation))
 		rsp.flags |= RMR_HELLO_RSP_STALE_AL;
 	rsp.writer_epoch = epoch;

@@ -478,6 +478,7 @@ size_t rmr_wire_encode_hello_rsp(void *buf, const struct rmr_hello_rsp *h)
 	copy_name(w->pool_name, sizeof(w->pool_name), h->pool_name);
 	w->flags = cpu_to_le16(h->flags);
 	w->writer_epoch = cpu_to_le64(h->writer_epoch);
+	w->boot_id = cpu_to_le64(h->boot_id);
 	memcpy(buf, w, sizeof(*w));
 	return sizeof(*w) + rmr_wire_encode_members((char *)buf + sizeof(*w), &h->membership);
 }
@@ -503,6 +504,7 @@ int rmr_wire_decode_hello_rsp(const struct rmr_msg *m, struct rmr_hello_rsp *h, 
 	h->queue_depth = le32_to_cpu(w.queue_depth);
 	h->max_io_size = le32_to_cpu(w.max_io_size);
 	h->incarnation = le64_to_cpu(w.incarnation);
+	h->boot_id = le64_to_cpu(w.boot_id);
 	if (h->member_id == 0 || h->member_id > RMR_MAX_MEMBER_ID)
 		return reject(why, whylen, "HELLO_RSP: member id %u out of range", h->member_id);
 	if (h->chunk_size < 4096 || (h->chunk_size & (h->chunk_size - 1)))

@@ -27,7 +27,7 @@
 #include <rmr/rmr.h>
 
 #define RMR_WIRE_MAGIC 0x31524d52u /* "RMR1" */
-#define RMR_WIRE_VERSION 8
+#define RMR_WIRE_VERSION 9
 /* Largest payload of any message; the session's max_io_size is smaller. */
 #define RMR_WIRE_MAX_PAYLOAD (4u << 20)
 
@@ -188,8 +188,9 @@ struct rmr_wire_hello_rsp {
 	rmr_le64 incarnation;        /* member process incarnation */
 	char pool_name[RMR_NAME_MAX + 1];
 	rmr_le64 writer_epoch;       /* client session: the writer epoch granted */
+	rmr_le64 boot_id;            /* the member host's boot (0: unknown); version 9 */
 };
-_Static_assert(sizeof(struct rmr_wire_hello_rsp) == 128, "hello_rsp size");
+_Static_assert(sizeof(struct rmr_wire_hello_rsp) == 136, "hello_rsp size");
 
 /* MAP_GET_RSP: this page ends the transfer. */
 #define RMR_MAP_GET_LAST 1u
@@ -349,6 +350,7 @@ struct rmr_hello_rsp {
 	uint64_t pool_size, map_ver, missed, members;
 	uint32_t queue_depth, max_io_size;
 	uint64_t incarnation;
+	uint64_t boot_id;                 /* rmr_pool_params.boot_id */
 	char pool_name[RMR_NAME_MAX + 1];
 	struct rmr_membership membership; /* the member's view of the pool's members */
 };

@@ -167,6 +167,7 @@ static void member_start(unsigned i)
 		.peers = peers,
 		.npeers = w.n - 1,
 		.sync_queue_depth = 4,
+		.boot_id = w.m[i].store.boot,
 	};
 	int ret;
 

@@ -56,6 +56,7 @@ struct memstore {
 	atomic_uint flush_pass;      /* ...or until it takes one of these */
 	atomic_uint flush_fails;     /* fail the next this many flushes (a lost write-back) */
 	atomic_bool lost;            /* health: the store may have lost data (-EIO) */
+	uint64_t boot;               /* its host's boot (rmr_pool_params.boot_id): a power loss ends it */
 };
 
 static inline void memstore_init(struct memstore *st, uint64_t pool_size, uint32_t chunk_size)
@@ -67,6 +68,7 @@ static inline void memstore_init(struct memstore *st, uint64_t pool_size, uint32
 	st->map = calloc(1, st->map_size);
 	ck_assert(st->data && st->map);
 	pthread_mutex_init(&st->lock, NULL);
+	st->boot = 1;
 }
 
 static inline void memstore_destroy(struct memstore *st)
@@ -234,6 +236,7 @@ static inline void memstore_power_loss(struct memstore *st)
 {
 	pthread_mutex_lock(&st->lock);
 	memcpy(st->data, st->durable, st->size);
+	st->boot++;
 	pthread_mutex_unlock(&st->lock);
 }
 

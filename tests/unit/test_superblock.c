@@ -1541,6 +1541,14 @@ START_TEST(test_serve_params)
 	ck_assert_str_eq(peers[1].addr, "[::1]:7005");
 	ck_assert_uint_eq(pp.sync_queue_depth, 7);
 	ck_assert_uint_eq(pp.resync_rate, 5 * MiB);
+	/* This boot of the host: the same each time, known on Linux. */
+	{
+		uint64_t boot = pp.boot_id;
+
+		ck_assert_uint_ne(boot, 0);
+		ck_assert_int_eq(store_pool_params(s, &opts, &pp, peers), 0);
+		ck_assert_uint_eq(pp.boot_id, boot);
+	}
 
 	/* NULL options: librmr's defaults (zero). */
 	ck_assert_int_eq(store_pool_params(s, NULL, &pp, peers), 0);

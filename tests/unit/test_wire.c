@@ -295,7 +295,8 @@ START_TEST(hello_rsp_checks_identity)
 {
 	struct rmr_hello_rsp h = { .member_id = 2, .chunk_size = 131072, .pool_size = 1 << 30,
 				   .map_ver = 3, .members = 0xe, .queue_depth = 64,
-				   .max_io_size = 131072 }, hd;
+				   .max_io_size = 131072, .incarnation = 77,
+				   .boot_id = 0x0123456789abcdefull }, hd;
 	struct rmr_msg m = sample(RMR_MSG_HELLO_RSP, 0), d;
 	uint8_t *w = buf + sizeof(struct rmr_wire_hdr);
 	char why[128];
@@ -313,6 +314,8 @@ START_TEST(hello_rsp_checks_identity)
 	ck_assert_int_eq(rmr_wire_decode_hello_rsp(&d, &hd, why, sizeof(why)), 0);
 	ck_assert_uint_eq(hd.members, 0xe);
 	ck_assert_uint_eq(hd.flags, 0);
+	ck_assert_uint_eq(hd.incarnation, 77);
+	ck_assert_uint_eq(hd.boot_id, 0x0123456789abcdefull);
 	ck_assert_uint_eq(hd.membership.version, 5);
 	ck_assert_uint_eq(hd.membership.n, 3);
 	ck_assert_str_eq(hd.membership.m[2].addr, "127.0.0.1:7002");
