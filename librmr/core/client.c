@@ -551,8 +551,11 @@ static void gather_done(struct member *lead)
 
 	lead->backoff_ms = 0;
 	lead->gathered = true;
-	/* What it may have lost itself nobody holds better: the others converge on it. */
-	unflushed_forget(c, lead->id);
+	/*
+	 * What it may have lost itself nobody holds better: the others
+	 * converge on it. Not flushed on it yet, though: at risk as before.
+	 */
+	unflushed_kept(lead);
 	if (!(c->unsettled_ids & (1ull << lead->id)))
 		member_set_state(lead, RMR_MEMBER_NORMAL,
 				 "took the maps of every member; resyncs from its peers");
@@ -1105,18 +1108,22 @@ static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
 	/*
 	 * The same process as before it left, or the same boot of its host:
 	 * its page cache kept every write it acknowledged, whatever no flush
-	 * covered. What is still queued to record as maybe lost is not
+	 * covered. What is still queued to record as maybe lost is not lost
 	 * (SIM_POWER=1 SIM_MEMBERS=2 seed 11908: those records made it look
-	 * no surer a holder than a member whose host did lose power).
+	 * no surer a holder than a member whose host did lose power), but
+	 * still at risk until its next flush (seed 34921: dropped, a power
+	 * loss later lost them unrecorded).
 	 */
-	if (h.member_id == m->id && unflushed_pending(c, m->id) &&
-	    ((m->incarnation && m->incarnation == h.incarnation) ||
-	     (h.boot_id && h.boot_id == m->left_boot))) {
-		log_notice("pool=%s member=%u: back %s: it lost none of the writes no flush covered on it",
-			   c->name, m->id,
-			   m->incarnation == h.incarnation ? "without a restart"
-							  : "in the same boot of its host");
-		unflushed_forget(c, m->id);
+	if (h.member_id == m->id && ((m->incarnation && m->incarnation == h.incarnation) ||
+				     (h.boot_id && h.boot_id == m->left_boot))) {
+		if (unflushed_kept(m))
+			log_notice("pool=%s member=%u: back %s: it lost none of the writes no flush covered on it",
+				   c->name, m->id,
+				   m->incarnation == h.incarnation ? "without a restart"
+								  : "in the same boot of its host");
+	} else if (h.member_id == m->id && !unflushed_none(m)) {
+		/* What it kept the last time is at risk again: it restarted since. */
+		unflushed_member_left(m, RMR_MEMBER_FAILED);
 	}
 	m->boot_id = h.boot_id;
 	m->id = h.member_id;

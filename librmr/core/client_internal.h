@@ -386,10 +386,12 @@ bool unflushed_records_sendable(const struct rmr_client *c);
 bool unflushed_hold_flush(struct rmr_client *c, struct slot *s);
 void unflushed_free(struct rmr_client *c);
 /*
- * Drop member @id's queued records: it became the one the others converge
- * on, or it came back without a restart (its page cache kept everything).
+ * @m's queued records go back into what it holds unflushed: it came back
+ * without losing its page cache, or it is what the others converge on.
+ * Not lost, but at risk until its next flush. @return whether there were
+ * any.
  */
-void unflushed_forget(struct rmr_client *c, uint16_t id);
+bool unflushed_kept(struct member *m);
 /* Records of member @id are queued or in flight: it may have lost writes. */
 bool unflushed_pending(const struct rmr_client *c, uint16_t id);
 /* @m holds no write it acknowledged that no flush covered. */

@@ -264,12 +264,13 @@ static bool holder_up(const struct rmr_client *c, uint16_t id)
 	return false;
 }
 
-static bool member_normal(const struct rmr_client *c, uint16_t id)
+/* Member @id if it is NORMAL, else NULL. */
+static struct member *member_normal(struct rmr_client *c, uint16_t id)
 {
 	for (unsigned i = 0; i < c->nmembers; i++)
 		if (c->members[i].id == id)
-			return c->members[i].state == RMR_MEMBER_NORMAL;
-	return false;
+			return c->members[i].state == RMR_MEMBER_NORMAL ? &c->members[i] : NULL;
+	return NULL;
 }
 
 /* Give the oldest queued record up. */
@@ -292,13 +293,20 @@ void unflushed_send_records(struct rmr_client *c)
 		return;
 	c->records_sending = true;
 	while (c->nrecords) {
-		/*
-		 * Fenced: nothing goes out any more. NORMAL again: its member
-		 * became the one the others converge on (nobody else held
-		 * every write), and what it may have lost nobody else holds.
-		 */
-		if (c->fenced || member_normal(c, c->records[0].id)) {
+		struct member *back = member_normal(c, c->records[0].id);
+
+		/* Fenced: nothing goes out any more. */
+		if (c->fenced) {
 			record_drop(c);
+			continue;
+		}
+		/*
+		 * NORMAL again: its member became the one the others converge
+		 * on (nobody else held every write), and what it may have lost
+		 * nobody else holds. Not flushed on it yet: at risk as before.
+		 */
+		if (back) {
+			unflushed_kept(back);
 			continue;
 		}
 		/*
@@ -372,21 +380,35 @@ bool unflushed_hold_flush(struct rmr_client *c, struct slot *s)
 	return true;
 }
 
-void unflushed_forget(struct rmr_client *c, uint16_t id)
+bool unflushed_kept(struct member *m)
 {
-	unsigned kept = 0;
+	struct rmr_client *c = m->c;
+	unsigned kept = 0, back = 0;
 
 	for (unsigned i = 0; i < c->nrecords; i++) {
-		if (c->records[i].id == id)
-			c->missed_inflight[id]--;
-		else
-			c->records[kept++] = c->records[i];
+		const struct unflushed_record *r = &c->records[i];
+		uint64_t first = r->addr / c->chunk_size;
+		uint64_t count = (r->len + c->chunk_size - 1) / c->chunk_size;
+
+		if (r->id != m->id) {
+			c->records[kept++] = *r;
+			continue;
+		}
+		c->missed_inflight[m->id]--;
+		back++;
+		if (!m->unflushed) {
+			m->unflushed = map_new(pool_chunks(c));
+			m->flushing = map_new(pool_chunks(c));
+		}
+		if (!m->unflushed || !m->flushing || dirty_map_mark(m->unflushed, first, count) < 0)
+			m->unflushed_unknown = true; /* all of the pool at risk, as when tracking fails */
 	}
-	if (kept == c->nrecords)
-		return;
+	if (!back)
+		return false;
 	c->nrecords = kept;
 	records_hold_update(c);
 	client_missed_recompute(c);
+	return true;
 }
 
 bool unflushed_pending(const struct rmr_client *c, uint16_t id)
