@@ -560,7 +560,7 @@ static void case_overlapping_writes_ordered(void)
 
 /*
  * Answers that break a rule of the session, made so on their way from
- * @from to @to (rmr_mem_tamper): the first answer of @type after arming
+ * @from (NULL: anyone) to @to (rmr_mem_tamper): the first answer of @type after arming
  * is changed as @change says (every one if @every); @fired counts them.
  */
 enum bad_answer {
@@ -589,7 +589,7 @@ static size_t bad_answer(void *ctx, const char *from, const char *to, void *buf,
 	char why[128];
 
 	(void)ctx;
-	if (!bad.armed || strcmp(from, bad.from) || strcmp(to, bad.to) ||
+	if (!bad.armed || (bad.from && strcmp(from, bad.from)) || strcmp(to, bad.to) ||
 	    rmr_wire_decode(buf, len, &m, why, sizeof(why)) < 0 || m.type != bad.type)
 		return len;
 	bad.armed = bad.every;
@@ -729,6 +729,30 @@ static void case_bad_sync_answers(void)
 	rmr_mem_tamper(NULL, NULL);
 	ck_assert_msg(bad.fired > 0, "seed %llu: no answer of member 1 was changed",
 		      (unsigned long long)w.seed);
+}
+
+/*
+ * A returning member takes the maps while the first page its source sends
+ * breaks a rule (bad_answer: a slot that does not exist, another sender,
+ * a truncated message, a stale sequence number). The pull fails (or times
+ * out) and is tried again: the member still learns every chunk it missed
+ * and copies exactly those.
+ */
+static void case_bad_map_answers(void)
+{
+	static const enum bad_answer changes[] = { BAD_SLOT, BAD_SENDER, BAD_TRUNCATED, BAD_SEQ };
+	uint64_t dirty = kill_member_2_under_writes();
+
+	bad = (typeof(bad)){ .to = w.m[1].addr, .type = RMR_MSG_MAP_GET_RSP,
+			     .change = changes[w.seed % 4], .armed = true };
+	rmr_mem_tamper(bad_answer, NULL);
+	member_start(1, 0);
+	wait_state(1, RMR_MEMBER_NORMAL, 30000);
+	rmr_mem_tamper(NULL, NULL);
+	ck_assert_msg(bad.fired == 1, "seed %llu: no map page was changed",
+		      (unsigned long long)w.seed);
+	write_some(100);
+	check_healed(1, dirty);
 }
 
 /*
@@ -1921,6 +1945,7 @@ SIM_CASE(case_resync_queue_bound)
 SIM_CASE(case_overlapping_writes_ordered)
 SIM_CASE(case_bad_answers_fail_the_member)
 SIM_CASE(case_bad_sync_answers)
+SIM_CASE(case_bad_map_answers)
 SIM_CASE(case_client_link_cut)
 SIM_CASE(case_peer_link_cut_during_resync)
 SIM_CASE(case_second_failure_during_resync)
@@ -1996,6 +2021,7 @@ int main(void)
 	tcase_add_test(tc, case_overlapping_writes_ordered_seeds);
 	tcase_add_test(tc, case_bad_answers_fail_the_member_seeds);
 	tcase_add_test(tc, case_bad_sync_answers_seeds);
+	tcase_add_test(tc, case_bad_map_answers_seeds);
 	tcase_add_test(tc, case_maintenance_seeds);
 	tcase_add_test(tc, case_client_link_cut_seeds);
 	tcase_add_test(tc, case_peer_link_cut_during_resync_seeds);
