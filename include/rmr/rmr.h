@@ -202,6 +202,19 @@ struct rmr_member_status {
 	                                       @c tx_bytes and @c rx_bytes by
 	                                       tests/integration/resync_path.sh) */
 	uint64_t map_updates;             /**< dirty-map updates it took from a peer at our request */
+	/**
+	 * With rmr_client_opts.volatile_writes: chunks of writes it
+	 * acknowledged that no flush on it covered yet, what a power loss of
+	 * its host could take from it (the whole pool when tracking failed
+	 * for memory).
+	 */
+	uint64_t unflushed_chunks;
+	/**
+	 * Chunks the others must record as maybe lost by it, still queued:
+	 * no other member was up to take the record. It takes the maps
+	 * before it serves again.
+	 */
+	uint64_t record_chunks_queued;
 };
 
 /** Snapshot of a pool as seen by a client; see rmr_client_status(). */

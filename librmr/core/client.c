@@ -1874,6 +1874,8 @@ static void fill_status(void *arg)
 		ms->tx_bytes = m->tx_bytes;
 		ms->rx_bytes = m->rx_bytes;
 		ms->map_updates = m->map_updates;
+		ms->unflushed_chunks = unflushed_chunks(m);
+		ms->record_chunks_queued = unflushed_queued_chunks(c, m->id);
 	}
 }
 

@@ -394,6 +394,9 @@ void unflushed_free(struct rmr_client *c);
 bool unflushed_kept(struct member *m);
 /* Records of member @id are queued or in flight: it may have lost writes. */
 bool unflushed_pending(const struct rmr_client *c, uint16_t id);
+/* For the status: chunks @m holds unflushed, and chunks queued to record about it. */
+uint64_t unflushed_chunks(const struct member *m);
+uint64_t unflushed_queued_chunks(const struct rmr_client *c, uint16_t id);
 /* @m holds no write it acknowledged that no flush covered. */
 bool unflushed_none(const struct member *m);
 

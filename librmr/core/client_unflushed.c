@@ -411,6 +411,32 @@ bool unflushed_kept(struct member *m)
 	return true;
 }
 
+uint64_t unflushed_chunks(const struct member *m)
+{
+	uint64_t n;
+
+	if (m->unflushed_unknown)
+		return pool_chunks(m->c);
+	if (!m->unflushed || !m->flushing)
+		return 0;
+	/* A chunk may be in both: acknowledged again after a flush went out. */
+	n = dirty_map_count(m->unflushed);
+	for (uint64_t c = dirty_map_next(m->flushing, 0, DIRTY_BIT); c != UINT64_MAX;
+	     c = dirty_map_next(m->flushing, c + 1, DIRTY_BIT))
+		n += !(dirty_map_get(m->unflushed, c) & DIRTY_BIT);
+	return n;
+}
+
+uint64_t unflushed_queued_chunks(const struct rmr_client *c, uint16_t id)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < c->nrecords; i++)
+		if (c->records[i].id == id)
+			n += (c->records[i].len + c->chunk_size - 1) / c->chunk_size;
+	return n;
+}
+
 bool unflushed_pending(const struct rmr_client *c, uint16_t id)
 {
 	if (c->records_inflight && c->record_out.id == id)

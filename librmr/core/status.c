@@ -131,10 +131,11 @@ RMR_EXPORT int rmr_pool_status_format(const struct rmr_pool_status *st, enum rmr
 				",\"read_bytes\":%" PRIu64 ",\"write_bytes\":%" PRIu64
 				",\"errors\":%" PRIu64 ",\"reconnects\":%" PRIu64 ",\"inflight\":%u"
 				",\"tx_bytes\":%" PRIu64 ",\"rx_bytes\":%" PRIu64
-				",\"resync_bytes\":%" PRIu64 ",\"map_updates\":%" PRIu64 "}",
+				",\"resync_bytes\":%" PRIu64 ",\"map_updates\":%" PRIu64
+				",\"unflushed_chunks\":%" PRIu64 ",\"record_chunks_queued\":%" PRIu64 "}",
 			    m->map_ver, m->reads, m->writes, m->read_bytes, m->write_bytes, m->errors,
 			    m->reconnects, m->inflight, m->tx_bytes, m->rx_bytes, m->resync_bytes,
-			    m->map_updates);
+			    m->map_updates, m->unflushed_chunks, m->record_chunks_queued);
 		}
 		put(&o, "],\"writer_epoch\":%" PRIu64 ",\"fenced\":%s,\"auth_refused\":%" PRIu64
 			",\"loop_sleeps\":%" PRIu64 ",\"loop_polls\":%" PRIu64 "}\n", st->writer_epoch,
@@ -169,6 +170,15 @@ RMR_EXPORT int rmr_pool_status_format(const struct rmr_pool_status *st, enum rmr
 			" %5" PRIu64 " %7s  %s\n",
 		    id, m->addr, rmr_member_state_name(m->state), m->reads, m->writes, rb, wb,
 		    m->errors, m->reconnects, sb, m->reason);
+	}
+	/* What a power loss of a member's host could take, and records nobody took yet. */
+	for (unsigned i = 0; i < st->nmembers && i < RMR_MAX_MEMBERS; i++) {
+		const struct rmr_member_status *m = &st->members[i];
+
+		if (m->unflushed_chunks || m->record_chunks_queued)
+			put(&o, "member %u: %" PRIu64 " chunks written since its last flush, %" PRIu64
+				" chunks to record as maybe lost (waiting for a member to take them)\n",
+			    m->member_id, m->unflushed_chunks, m->record_chunks_queued);
 	}
 	return finish(&o);
 }
@@ -504,6 +514,11 @@ static const struct prom_metric prom_client_member[] = {
 	       "Resync payload bytes through the client (always 0: members copy among themselves)."),
 	PROM_C("rmr_client_member_map_updates_total", struct rmr_member_status, map_updates,
 	       "Dirty-map updates the member took from a peer at the client's request."),
+	PROM_G("rmr_client_member_unflushed_chunks", struct rmr_member_status, unflushed_chunks,
+	       PROM_U64, "Chunks of writes the member acknowledged that no flush on it covered yet."),
+	PROM_G("rmr_client_member_record_queued_chunks", struct rmr_member_status,
+	       record_chunks_queued, PROM_U64,
+	       "Chunks to record as maybe lost by the member, waiting for a member to take them."),
 };
 
 static const struct prom_metric prom_server_pool[] = {

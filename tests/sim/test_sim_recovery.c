@@ -1582,21 +1582,41 @@ static uint64_t unflushed_writes(void)
  */
 static void case_power_loss_nobody_up(void)
 {
+	struct rmr_pool_status st = { .size = sizeof(st) };
 	uint64_t n;
 
 	write_some(200);
 	flush_all();
 	n = unflushed_writes();
+	/* The status says what a power loss could take from each. */
+	ck_assert_int_eq(rmr_client_status(w.c, &st), 0);
+	for (unsigned i = 0; i < NMEMBERS; i++) {
+		ck_assert_uint_eq(st.members[i].unflushed_chunks, n);
+		ck_assert_uint_eq(st.members[i].record_chunks_queued, 0);
+	}
 	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[0].addr, true), 0);
 	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[2].addr, true), 0);
 	member_kill(1);
 	memstore_power_loss(&w.m[1].store);
 	wait_state(0, RMR_MEMBER_FAILED, 3000);
 	wait_state(2, RMR_MEMBER_FAILED, 3000);
+	wait_state(1, RMR_MEMBER_FAILED, 3000);
+	/* Nobody is up to take the records: queued, covering at least those chunks. */
+	ck_assert_int_eq(rmr_client_status(w.c, &st), 0);
+	for (unsigned i = 0; i < NMEMBERS; i++) {
+		ck_assert_uint_ge(st.members[i].record_chunks_queued, n);
+		ck_assert_uint_eq(st.members[i].unflushed_chunks, 0);
+	}
 	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[0].addr, false), 0);
 	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[2].addr, false), 0);
 	wait_state(0, RMR_MEMBER_NORMAL, 3000);
 	wait_state(2, RMR_MEMBER_NORMAL, 3000);
+	/* Back as the same processes: not lost, still unflushed; member 2's went out. */
+	ck_assert_int_eq(rmr_client_status(w.c, &st), 0);
+	ck_assert_uint_eq(st.members[0].record_chunks_queued, 0);
+	ck_assert_uint_eq(st.members[2].record_chunks_queued, 0);
+	ck_assert_uint_ge(st.members[0].unflushed_chunks, n);
+	ck_assert_uint_ge(st.members[2].unflushed_chunks, n);
 	for (unsigned t = 0; t < 2000 && dirty_for(2, 0) < n; t += 10)
 		loop_sim_run(10 * MS);
 	ck_assert_uint_ge(dirty_for(2, 0), n);

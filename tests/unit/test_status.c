@@ -38,12 +38,12 @@ static void fill_client(void)
 	cst.members[0] = (struct rmr_member_status){
 		.member_id = 1, .state = RMR_MEMBER_NORMAL, .addr = "127.0.0.1:7001",
 		.reads = 10, .writes = 20, .read_bytes = 40960, .write_bytes = 81920,
-		.tx_bytes = 123, .rx_bytes = 456,
+		.tx_bytes = 123, .rx_bytes = 456, .unflushed_chunks = 12,
 	};
 	/* An address a label must escape. */
 	cst.members[1] = (struct rmr_member_status){
 		.member_id = 2, .state = RMR_MEMBER_FAILED, .addr = "odd\"addr\\x",
-		.errors = 4, .reconnects = 1,
+		.errors = 4, .reconnects = 1, .record_chunks_queued = 3,
 	};
 }
 
@@ -198,8 +198,27 @@ START_TEST(client_prometheus)
 	has_sample("rmr_client_member_sent_bytes_total{pool=\"vol1\",member=\"1\",addr=\"127.0.0.1:7001\"}", "123");
 	has_sample("rmr_client_member_errors_total{pool=\"vol1\",member=\"2\",addr=\"odd\\\"addr\\\\x\"}", "4");
 	has_sample("rmr_client_member_resync_bytes_total{pool=\"vol1\",member=\"2\",addr=\"odd\\\"addr\\\\x\"}", "0");
+	has_sample("rmr_client_member_unflushed_chunks{pool=\"vol1\",member=\"1\",addr=\"127.0.0.1:7001\"}", "12");
+	has_sample("rmr_client_member_record_queued_chunks{pool=\"vol1\",member=\"2\",addr=\"odd\\\"addr\\\\x\"}", "3");
 	ck_assert_ptr_nonnull(strstr(out, "# TYPE rmr_client_member_reads_total counter\n"));
 	ck_assert_ptr_nonnull(strstr(out, "# TYPE rmr_client_member_state gauge\n"));
+}
+END_TEST
+
+/* What a power loss could take from a member, in text and JSON. */
+START_TEST(client_at_risk_shown)
+{
+	fill_client();
+	ck_assert_int_gt(rmr_pool_status_format(&cst, RMR_FORMAT_TEXT, out, sizeof(out)), 0);
+	ck_assert_ptr_nonnull(strstr(out, "member 1: 12 chunks written since its last flush, 0 chunks"));
+	ck_assert_ptr_nonnull(strstr(out, "member 2: 0 chunks written since its last flush, 3 chunks"));
+	ck_assert_int_gt(rmr_pool_status_format(&cst, RMR_FORMAT_JSON, out, sizeof(out)), 0);
+	ck_assert_ptr_nonnull(strstr(out, "\"unflushed_chunks\":12,\"record_chunks_queued\":0}"));
+	ck_assert_ptr_nonnull(strstr(out, "\"unflushed_chunks\":0,\"record_chunks_queued\":3}"));
+	cst.members[0].unflushed_chunks = 0;
+	cst.members[1].record_chunks_queued = 0;
+	ck_assert_int_gt(rmr_pool_status_format(&cst, RMR_FORMAT_TEXT, out, sizeof(out)), 0);
+	ck_assert_ptr_null(strstr(out, "since its last flush"));
 }
 END_TEST
 
@@ -328,6 +347,7 @@ int main(void)
 	TCase *tc = tcase_create("status");
 
 	tcase_add_test(tc, client_prometheus);
+	tcase_add_test(tc, client_at_risk_shown);
 	tcase_add_test(tc, server_prometheus);
 	tcase_add_test(tc, server_records_shown);
 	tcase_add_test(tc, short_buffers);
