@@ -5,6 +5,7 @@
 #include "daemon_log.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -460,6 +461,24 @@ int server_ctl_init(struct server_ctl *ctl)
 	return evstream_init(&ctl->ev, "control socket");
 }
 
+/*
+ * Whether two socket paths name one socket: the same name in the same
+ * directory, however the directories are spelled (//, a symlink).
+ */
+static bool same_socket(const char *a, const char *b)
+{
+	char da[PATH_MAX], db[PATH_MAX], ra[PATH_MAX], rb[PATH_MAX];
+	const char *na = strrchr(a, '/'), *nb = strrchr(b, '/');
+
+	if (!strcmp(a, b))
+		return true;
+	if (!na || !nb || strcmp(na, nb))
+		return false;
+	snprintf(da, sizeof(da), "%.*s", (int)(na - a), a);
+	snprintf(db, sizeof(db), "%.*s", (int)(nb - b), b);
+	return realpath(da[0] ? da : "/", ra) && realpath(db[0] ? db : "/", rb) && !strcmp(ra, rb);
+}
+
 int server_ctl_listen(struct server_ctl *ctl, const char *path, const char *pool)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -469,7 +488,7 @@ int server_ctl_listen(struct server_ctl *ctl, const char *path, const char *pool
 
 	/* Two pool files name one socket: it acts on a pool named in the command. */
 	for (unsigned i = 0; i < ctl->nsocks; i++)
-		if (!strcmp(ctl->socks[i].path, path)) {
+		if (same_socket(ctl->socks[i].path, path)) {
 			ctl->socks[i].pool = NULL;
 			return 0;
 		}

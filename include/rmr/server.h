@@ -276,7 +276,11 @@ struct rmr_pool_params {
 	 * covered: the same one says the page cache kept them, whatever
 	 * happened to the member's process meanwhile, and the client drops
 	 * its record that the member may have lost them. With 0 a member
-	 * that restarted may always have lost them.
+	 * that restarted may always have lost them. Only right where the
+	 * host's page cache is the one volatile copy: a store whose device
+	 * keeps writes in a cache of its own, which can lose power while the
+	 * host does not, must make its writes durable before it acknowledges
+	 * them, or pass 0.
 	 */
 	uint64_t boot_id;
 };

@@ -1114,13 +1114,15 @@ static void on_hello_rsp(struct member *m, const struct rmr_msg *msg)
 	 * still at risk until its next flush (seed 34921: dropped, a power
 	 * loss later lost them unrecorded).
 	 */
-	if (h.member_id == m->id && ((m->incarnation && m->incarnation == h.incarnation) ||
-				     (h.boot_id && h.boot_id == m->left_boot))) {
+	if (h.member_id == m->id &&
+	    ((m->left_incarnation && m->left_incarnation == h.incarnation) ||
+	     (h.boot_id && h.boot_id == m->left_boot))) {
+		/* The process or boot it left from, not merely its last hello's. */
 		if (unflushed_kept(m))
 			log_notice("pool=%s member=%u: back %s: it lost none of the writes no flush covered on it",
 				   c->name, m->id,
-				   m->incarnation == h.incarnation ? "without a restart"
-								  : "in the same boot of its host");
+				   m->left_incarnation == h.incarnation ? "without a restart"
+									: "in the same boot of its host");
 	} else if (h.member_id == m->id && !unflushed_none(m)) {
 		/* What it kept the last time is at risk again: it restarted since. */
 		unflushed_member_left(m, RMR_MEMBER_FAILED);

@@ -115,6 +115,7 @@ struct member {
 	uint64_t map_ver, incarnation;
 	uint64_t boot_id;            /* its host's boot, as its hello said (0: unknown) */
 	uint64_t left_boot;          /* ... when it last left NORMAL: its records' boot */
+	uint64_t left_incarnation;   /* its process then (0: none yet) */
 	uint64_t granted_epoch;      /* the writer epoch its last hello answer granted */
 	uint64_t reported_missed;    /* member ids its own record says missed writes */
 	uint64_t peers_up;           /* member ids it last said it holds a session with */

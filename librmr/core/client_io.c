@@ -862,7 +862,8 @@ static void record_done(void *priv, int status)
 int client_io_send_record(struct rmr_client *c, const struct unflushed_record *r)
 {
 	struct slot *s = &c->slots[c->record_slot];
-	uint64_t away = 0;
+	uint64_t normal = 0;
+	bool pulling = false;
 
 	/* A slot of its own: consumer writes held back by a map pull cannot starve it. */
 	if (s->phase != SLOT_FREE)
@@ -883,18 +884,26 @@ int client_io_send_record(struct rmr_client *c, const struct unflushed_record *r
 	s->has_dependents = false;
 	/* In the list of writes: later overlapping ones, and map pulls, wait for it. */
 	writes_append(c, s);
-	for (unsigned i = 0; i < nmem(c); i++)
-		if (c->members[i].state == RMR_MEMBER_NORMAL)
+	for (unsigned i = 0; i < nmem(c); i++) {
+		if (c->members[i].state == RMR_MEMBER_NORMAL) {
 			s->ok_mask |= bit(i);
-		else
-			away |= 1ull << c->members[i].id;
+			normal |= 1ull << c->members[i].id;
+		}
+		pulling |= c->members[i].pulling && c->gatherer != &c->members[i];
+	}
 	/*
 	 * A member away misses the record as it misses a write: its maps lack
 	 * it. Back with no write missed, it would serve at once and could be
 	 * the source of the recorded member's maps, which then copies nothing
-	 * (SIM_POWER=1 SIM_MEMBERS=8 seed 206): it takes the maps first.
+	 * (SIM_POWER=1 SIM_MEMBERS=8 seed 206): it takes the maps first. (By
+	 * id, as writes do: a removed entry may share one with a live member.)
+	 * One taking the maps right now may get them without the record: a
+	 * new map version makes its pull count as outdated, and it takes them
+	 * again.
 	 */
-	records_missed(c, away & c->members_ids & ~(1ull << r->id));
+	records_missed(c, c->members_ids & ~normal & ~(1ull << r->id));
+	if (pulling)
+		c->map_ver++;
 	start_map_add(c, s, bit(r->id));
 	return 0;
 }

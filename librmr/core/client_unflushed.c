@@ -64,6 +64,25 @@ static void map_free(struct dirty_map *m)
 	}
 }
 
+/* @m's two maps, both or neither (a half pair would be used as whole). */
+static bool maps_ready(struct member *m)
+{
+	if (m->unflushed && m->flushing)
+		return true;
+	if (m->unflushed || m->flushing)
+		m->unflushed_unknown = true; /* never so here; if it were, marks would be lost */
+	map_free(m->unflushed);
+	map_free(m->flushing);
+	m->unflushed = map_new(pool_chunks(m->c));
+	m->flushing = map_new(pool_chunks(m->c));
+	if (m->unflushed && m->flushing)
+		return true;
+	map_free(m->unflushed);
+	map_free(m->flushing);
+	m->unflushed = m->flushing = NULL;
+	return false;
+}
+
 static bool tracking(const struct member *m)
 {
 	return m->c->opts.volatile_writes && m->c->geometry_known && !m->unflushed_unknown;
@@ -93,12 +112,7 @@ void unflushed_note_ack(struct member *m, uint64_t addr, uint32_t len)
 		client_missed_recompute(c);
 		return;
 	}
-	if (!m->unflushed) {
-		m->unflushed = map_new(pool_chunks(c));
-		m->flushing = map_new(pool_chunks(c));
-	}
-	if (!m->unflushed || !m->flushing ||
-	    dirty_map_mark(m->unflushed, first, last - first + 1) < 0) {
+	if (!maps_ready(m) || dirty_map_mark(m->unflushed, first, last - first + 1) < 0) {
 		log_warn("pool=%s member=%u: no memory to track its unflushed writes: all of the pool counts as unflushed until it leaves",
 			 c->name, m->id);
 		m->unflushed_unknown = true;
@@ -168,7 +182,7 @@ void unflushed_member_left(struct member *m, enum rmr_member_state to)
 	uint64_t chunks = 0;
 	bool unknown = m->unflushed_unknown, queued = true;
 
-	if (m->unflushed) {
+	if (m->unflushed && m->flushing) {
 		if (dirty_map_merge(m->unflushed, m->flushing) < 0)
 			unknown = true;
 		if (!unknown)
@@ -179,7 +193,9 @@ void unflushed_member_left(struct member *m, enum rmr_member_state to)
 	}
 	m->flush_out = false;
 	m->unflushed_unknown = false;
+	/* Whose page cache holds them: the process and boot it leaves from. */
 	m->left_boot = m->boot_id;
+	m->left_incarnation = m->incarnation;
 	if (unknown) {
 		ranges[0] = (struct dirty_range){ 0, pool_chunks(c) };
 		chunks = ranges[0].count;
@@ -396,11 +412,7 @@ bool unflushed_kept(struct member *m)
 		}
 		c->missed_inflight[m->id]--;
 		back++;
-		if (!m->unflushed) {
-			m->unflushed = map_new(pool_chunks(c));
-			m->flushing = map_new(pool_chunks(c));
-		}
-		if (!m->unflushed || !m->flushing || dirty_map_mark(m->unflushed, first, count) < 0)
+		if (!maps_ready(m) || dirty_map_mark(m->unflushed, first, count) < 0)
 			m->unflushed_unknown = true; /* all of the pool at risk, as when tracking fails */
 	}
 	if (!back)

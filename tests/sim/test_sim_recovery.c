@@ -1658,6 +1658,37 @@ static void case_power_loss_after_return(void)
 }
 
 /*
+ * Member 2's host loses power while nobody is up to take its record; it
+ * comes back (a new process in a new boot: the record stays queued), its
+ * session drops before it serves, and it comes back once more as that
+ * same new process. That is not the process it left from: the record
+ * still stands, and it copies back what it lost (before, the second hello
+ * matched the first one's process and the record was taken as void).
+ */
+static void case_power_loss_return_twice(void)
+{
+	write_some(200);
+	flush_all();
+	unflushed_writes();
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[0].addr, true), 0);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[2].addr, true), 0);
+	member_kill(1);
+	memstore_power_loss(&w.m[1].store);
+	wait_state(0, RMR_MEMBER_FAILED, 3000);
+	wait_state(1, RMR_MEMBER_FAILED, 3000);
+	wait_state(2, RMR_MEMBER_FAILED, 3000);
+	member_start(1, 0);
+	wait_state(1, RMR_MEMBER_RECONNECTING, 3000);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[1].addr, true), 0);
+	wait_state(1, RMR_MEMBER_FAILED, 3000);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[1].addr, false), 0);
+	wait_state(1, RMR_MEMBER_RECONNECTING, 3000);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[0].addr, false), 0);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[2].addr, false), 0);
+	check_healed(1, NCHUNKS);
+}
+
+/*
  * The same, but the other two members' processes crash too, while their
  * hosts keep power (the member that loses power is the seed's pick; the
  * lowest id is the holder of last resort, so it matters which). They come
@@ -1991,6 +2022,7 @@ SIM_CASE_POWER(case_clean_close_record)
 SIM_CASE_POWER(case_power_loss_nobody_up)
 SIM_CASE_POWER(case_power_loss_all_restart)
 SIM_CASE_POWER(case_power_loss_after_return)
+SIM_CASE_POWER(case_power_loss_return_twice)
 SIM_CASE_POWER(case_close_with_nobody_up)
 SIM_CASE_POWER(case_flush_waits_for_record)
 SIM_CASE_POWER(case_acks_after_maintenance)
@@ -2065,6 +2097,7 @@ int main(void)
 	tcase_add_test(tc, case_power_loss_nobody_up_seeds);
 	tcase_add_test(tc, case_power_loss_all_restart_seeds);
 	tcase_add_test(tc, case_power_loss_after_return_seeds);
+	tcase_add_test(tc, case_power_loss_return_twice_seeds);
 	tcase_add_test(tc, case_close_with_nobody_up_seeds);
 	tcase_add_test(tc, case_flush_waits_for_record_seeds);
 	tcase_add_test(tc, case_acks_after_maintenance_seeds);
