@@ -1689,6 +1689,36 @@ static void case_power_loss_return_twice(void)
 }
 
 /*
+ * Member 2 is away (its link cut, nothing unflushed on it) while writes
+ * go to members 1 and 3; then the client loses them both at once (their
+ * records queue: nobody is up) and member 1's host loses power. All come
+ * back. Member 3, the same process, holds every write: it serves at once
+ * (its records kept back, its chunks still unflushed), takes member 1's
+ * queued records, and members 1 and 2 take the maps from it: member 1
+ * copies back what it lost, member 2 what it missed, neither from member
+ * 1's rolled-back store.
+ */
+static void case_power_loss_two_away(void)
+{
+	write_some(100);
+	flush_all();
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[1].addr, true), 0);
+	wait_state(1, RMR_MEMBER_FAILED, 3000);
+	write_some(100);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[0].addr, true), 0);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[2].addr, true), 0);
+	member_kill(0);
+	memstore_power_loss(&w.m[0].store);
+	wait_state(0, RMR_MEMBER_FAILED, 3000);
+	wait_state(2, RMR_MEMBER_FAILED, 3000);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[0].addr, false), 0);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[1].addr, false), 0);
+	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[2].addr, false), 0);
+	member_start(0, 0);
+	check_healed(0, NCHUNKS);
+}
+
+/*
  * The same, but the other two members' processes crash too, while their
  * hosts keep power (the member that loses power is the seed's pick; the
  * lowest id is the holder of last resort, so it matters which). They come
@@ -2023,6 +2053,7 @@ SIM_CASE_POWER(case_power_loss_nobody_up)
 SIM_CASE_POWER(case_power_loss_all_restart)
 SIM_CASE_POWER(case_power_loss_after_return)
 SIM_CASE_POWER(case_power_loss_return_twice)
+SIM_CASE_POWER(case_power_loss_two_away)
 SIM_CASE_POWER(case_close_with_nobody_up)
 SIM_CASE_POWER(case_flush_waits_for_record)
 SIM_CASE_POWER(case_acks_after_maintenance)
@@ -2098,6 +2129,7 @@ int main(void)
 	tcase_add_test(tc, case_power_loss_all_restart_seeds);
 	tcase_add_test(tc, case_power_loss_after_return_seeds);
 	tcase_add_test(tc, case_power_loss_return_twice_seeds);
+	tcase_add_test(tc, case_power_loss_two_away_seeds);
 	tcase_add_test(tc, case_close_with_nobody_up_seeds);
 	tcase_add_test(tc, case_flush_waits_for_record_seeds);
 	tcase_add_test(tc, case_acks_after_maintenance_seeds);
