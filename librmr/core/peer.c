@@ -207,6 +207,14 @@ uint32_t peer_max_io(const struct peer *pe)
 	return pe->max_io;
 }
 
+void peer_redial_now(struct peer *pe)
+{
+	uint64_t now = loop_now(pe->srv->loop);
+
+	if (!pe->conn && pe->next_connect > now)
+		pe->next_connect = now;
+}
+
 void peer_count_sync_bytes(struct peer *pe, uint64_t bytes)
 {
 	pe->sync_bytes += bytes;

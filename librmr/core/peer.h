@@ -35,6 +35,8 @@ void peer_destroy(struct peer *pe);
 void peer_tick(struct peer *pe, uint64_t now);
 
 bool peer_is_up(const struct peer *pe);
+/* The peer dialled us: it is up, so a redial waiting out its backoff goes now. */
+void peer_redial_now(struct peer *pe);
 uint16_t peer_id(const struct peer *pe);
 const char *peer_addr(const struct peer *pe);
 /* Largest SYNC_READ the peer accepts. */

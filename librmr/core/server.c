@@ -314,6 +314,13 @@ static void hello_admit(struct srv_session *sess, struct srv_pool *p, const stru
 	else
 		log_info("pool=%s member=%u: session from member %u open%s", p->name,
 			 p->params.member_id, sender, p->keyed ? " (key proven)" : "");
+	/*
+	 * A peer back from a long absence dials us at once, while our dial to
+	 * it may wait seconds more (backoff): without it we can copy nothing
+	 * from it, nor tell it what we copied.
+	 */
+	if (h.role == RMR_ROLE_PEER && sender <= RMR_MAX_MEMBER_ID && p->peers[sender])
+		peer_redial_now(p->peers[sender]);
 	if (h.role == RMR_ROLE_PEER)
 		server_announce_peers(p);
 }

@@ -776,6 +776,17 @@ static void case_member_back_notice(void)
 	wait_state(1, RMR_MEMBER_NORMAL, 1000);
 	ck_assert_msg(loop_clock_ns() - t0 <= 1000 * MS, "seed %llu: back after %llu ms",
 		      (unsigned long long)w.seed, (unsigned long long)((loop_clock_ns() - t0) / MS));
+	/* So do the peers' dials to it (their backoff has grown as long). */
+	for (unsigned i = 0; i < NMEMBERS; i += 2) {
+		struct rmr_server_pool_status ps = pool_status(i);
+		bool up = false;
+
+		for (unsigned k = 0; k < ps.npeers; k++)
+			up |= ps.peers[k].member_id == 2 && ps.peers[k].connected;
+		ck_assert_msg(up, "seed %llu: member %u's session to member 2 is not up %llu ms "
+			      "after it started", (unsigned long long)w.seed, i + 1,
+			      (unsigned long long)((loop_clock_ns() - t0) / MS));
+	}
 	check_healed(1, dirty);
 }
 
