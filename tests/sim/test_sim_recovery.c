@@ -460,6 +460,21 @@ static void check_healed(unsigned ret, uint64_t dirty)
 		      (unsigned long long)dirty);
 }
 
+/* Cut (@cut) or restore the client's links to the members in @mask (bit i: index i). */
+static void client_links(unsigned mask, bool cut)
+{
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		if (mask & (1u << i))
+			ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[i].addr, cut), 0);
+}
+
+/* Member @i's host loses power: its process is gone, its store keeps what was flushed. */
+static void lose_power(unsigned i)
+{
+	member_kill(i);
+	memstore_power_loss(&w.m[i].store);
+}
+
 /* --- the cases ------------------------------------------------------------------- */
 
 /* Member 2 killed between writes and held failed: @return the chunks member 1 records it missed. */
@@ -829,13 +844,13 @@ static void case_client_link_cut(void)
 	uint64_t dirty;
 
 	write_some(100);
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[1].addr, true), 0);
+	client_links(0x2, true);
 	write_some(300);
 	wait_state(1, RMR_MEMBER_FAILED, 2000);
 	write_some(100);
 	dirty = dirty_for(2, 0);
 	ck_assert_uint_gt(dirty, 0);
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[1].addr, false), 0);
+	client_links(0x2, false);
 	wait_state(1, RMR_MEMBER_NORMAL, 10000);
 	write_some(100);
 	check_healed(1, dirty);
@@ -985,12 +1000,12 @@ static void case_whole_write_across_pull(void)
 	while (!w.m[1].store.nheld)
 		if (loop_sim_step() == 0)
 			loop_sim_run(MS);
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[1].addr, true), 0);
+	client_links(0x2, true);
 	settle();
 	wait_state(1, RMR_MEMBER_FAILED, 2000);
 	submit_write_at(last + 2 * BLK, BLK); /* W1 misses member 2 */
 	settle();
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[1].addr, false), 0);
+	client_links(0x2, false);
 	wait_state(1, RMR_MEMBER_NORMAL, 10000);
 	memstore_release(&w.m[1].store); /* W0 completes after the pull */
 	write_some(50);
@@ -1605,10 +1620,8 @@ static void case_power_loss_nobody_up(void)
 		ck_assert_uint_eq(st.members[i].unflushed_chunks, n);
 		ck_assert_uint_eq(st.members[i].record_chunks_queued, 0);
 	}
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[0].addr, true), 0);
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[2].addr, true), 0);
-	member_kill(1);
-	memstore_power_loss(&w.m[1].store);
+	client_links(0x5, true);
+	lose_power(1);
 	wait_state(0, RMR_MEMBER_FAILED, 3000);
 	wait_state(2, RMR_MEMBER_FAILED, 3000);
 	wait_state(1, RMR_MEMBER_FAILED, 3000);
@@ -1618,8 +1631,7 @@ static void case_power_loss_nobody_up(void)
 		ck_assert_uint_ge(st.members[i].record_chunks_queued, n);
 		ck_assert_uint_eq(st.members[i].unflushed_chunks, 0);
 	}
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[0].addr, false), 0);
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[2].addr, false), 0);
+	client_links(0x5, false);
 	wait_state(0, RMR_MEMBER_NORMAL, 3000);
 	wait_state(2, RMR_MEMBER_NORMAL, 3000);
 	/* Back as the same processes: not lost, still unflushed; member 2's went out. */
@@ -1651,17 +1663,14 @@ static void case_power_loss_after_return(void)
 	write_some(200);
 	flush_all();
 	unflushed_writes();
-	for (unsigned i = 0; i < NMEMBERS; i++)
-		ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[i].addr, true), 0);
+	client_links(0x7, true);
 	for (unsigned i = 0; i < NMEMBERS; i++)
 		wait_state(i, RMR_MEMBER_FAILED, 3000);
-	for (unsigned i = 0; i < NMEMBERS; i++)
-		ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[i].addr, false), 0);
+	client_links(0x7, false);
 	for (unsigned i = 0; i < NMEMBERS; i++)
 		wait_state(i, RMR_MEMBER_NORMAL, 3000);
 	/* (A flush of librmr's own, for a resync, may have made them durable.) */
-	member_kill(1);
-	memstore_power_loss(&w.m[1].store);
+	lose_power(1);
 	wait_state(1, RMR_MEMBER_FAILED, 2000);
 	write_some(50);
 	member_start(1, 0);
@@ -1681,21 +1690,18 @@ static void case_power_loss_return_twice(void)
 	write_some(200);
 	flush_all();
 	unflushed_writes();
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[0].addr, true), 0);
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[2].addr, true), 0);
-	member_kill(1);
-	memstore_power_loss(&w.m[1].store);
+	client_links(0x5, true);
+	lose_power(1);
 	wait_state(0, RMR_MEMBER_FAILED, 3000);
 	wait_state(1, RMR_MEMBER_FAILED, 3000);
 	wait_state(2, RMR_MEMBER_FAILED, 3000);
 	member_start(1, 0);
 	wait_state(1, RMR_MEMBER_RECONNECTING, 3000);
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[1].addr, true), 0);
+	client_links(0x2, true);
 	wait_state(1, RMR_MEMBER_FAILED, 3000);
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[1].addr, false), 0);
+	client_links(0x2, false);
 	wait_state(1, RMR_MEMBER_RECONNECTING, 3000);
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[0].addr, false), 0);
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[2].addr, false), 0);
+	client_links(0x5, false);
 	check_healed(1, NCHUNKS);
 }
 
@@ -1713,18 +1719,14 @@ static void case_power_loss_two_away(void)
 {
 	write_some(100);
 	flush_all();
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[1].addr, true), 0);
+	client_links(0x2, true);
 	wait_state(1, RMR_MEMBER_FAILED, 3000);
 	write_some(100);
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[0].addr, true), 0);
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[2].addr, true), 0);
-	member_kill(0);
-	memstore_power_loss(&w.m[0].store);
+	client_links(0x5, true);
+	lose_power(0);
 	wait_state(0, RMR_MEMBER_FAILED, 3000);
 	wait_state(2, RMR_MEMBER_FAILED, 3000);
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[0].addr, false), 0);
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[1].addr, false), 0);
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[2].addr, false), 0);
+	client_links(0x7, false);
 	member_start(0, 0);
 	check_healed(0, NCHUNKS);
 }
@@ -1748,16 +1750,13 @@ static void case_power_loss_all_restart(void)
 	write_some(200);
 	flush_all();
 	unflushed_writes();
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[a].addr, true), 0);
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[b].addr, true), 0);
-	member_kill(lost);
-	memstore_power_loss(&w.m[lost].store);
+	client_links(1u << a | 1u << b, true);
+	lose_power(lost);
 	wait_state(a, RMR_MEMBER_FAILED, 3000);
 	wait_state(b, RMR_MEMBER_FAILED, 3000);
 	member_kill(a);
 	member_kill(b);
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[a].addr, false), 0);
-	ck_assert_int_eq(rmr_mem_link_cut("vol", w.m[b].addr, false), 0);
+	client_links(1u << a | 1u << b, false);
 	member_start(a, 0);
 	member_start(b, 0);
 	wait_state(a, RMR_MEMBER_NORMAL, 3000);
