@@ -549,11 +549,20 @@ static void raw_connected(void *ctx, void *conn_ctx, int status)
 	raw.closed = status != 0;
 }
 
+/*
+ * Keep the first message that answers: a member's heartbeat (sent once a
+ * hello is answered, whenever its interval or a peer change comes) is not one.
+ */
 static void raw_recv(void *ctx, void *conn_ctx, void *buf, size_t len, void *rx)
 {
+	struct rmr_msg m;
+	char why[128];
+	bool heartbeat = rmr_wire_decode(buf, len, &m, why, sizeof(why)) == 0 &&
+			 m.type == RMR_MSG_HEARTBEAT;
+
 	(void)ctx;
 	(void)conn_ctx;
-	if (!raw.got && len <= sizeof(raw.msg)) {
+	if (!raw.got && !heartbeat && len <= sizeof(raw.msg)) {
 		memcpy(raw.msg, buf, len);
 		raw.len = len;
 		raw.got = true;
