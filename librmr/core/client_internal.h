@@ -161,6 +161,7 @@ struct unflushed_record {
 	uint16_t id;                 /* the member that may have lost them */
 	uint64_t addr;               /* bytes, chunk aligned */
 	uint32_t len;
+	uint64_t boot;               /* its host's boot when it acknowledged them (0: unknown) */
 };
 
 struct rmr_client {
@@ -279,6 +280,7 @@ struct rmr_client {
 	bool record_failed_at_once;  /* ... and the record it sent failed before it returned */
 	bool records_held;           /* queued records count in @inflight (close waits) */
 	struct unflushed_record record_out; /* the one in flight (the record slot's) */
+	struct rmr_wire_record record_wire; /* ... its MAP_ADD's payload */
 	uint32_t record_slot;        /* the slot records go in, outside the pool (UINT32_MAX: none) */
 	struct slot *flush_wait_head, *flush_wait_tail;
 };

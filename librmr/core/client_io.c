@@ -287,6 +287,8 @@ static int send_leg(struct rmr_client *c, struct slot *s, struct member *m, unsi
 	struct leg *leg = &s->legs[m->index];
 	bool data = type == RMR_MSG_WRITE && s->data_len;
 	bool arg = type == RMR_MSG_READ && s->io.arg_len;
+	/* The record slot's MAP_ADD names writes its member may have lost, not missed. */
+	bool record = type == RMR_MSG_MAP_ADD && s->index == c->record_slot;
 	struct rmr_msg msg = {
 		.type = type,
 		.pool_uuid = c->uuid,
@@ -297,14 +299,12 @@ static int send_leg(struct rmr_client *c, struct slot *s, struct member *m, unsi
 		.map_ver = c->map_ver,
 		.addr = s->io.addr,
 		.len = s->io.len,
-		.payload_len = data ? s->data_len : arg ? s->io.arg_len : 0,
+		.payload_len = data ? s->data_len : arg ? s->io.arg_len
+					  : record ? sizeof(c->record_wire) : 0,
 		.missed = missed,
-		.flags = type == RMR_MSG_WRITE && (s->io.flags & RMR_IO_PATCH) ? RMR_WIRE_WRITE_PATCH : 0,
+		.flags = type == RMR_MSG_WRITE && (s->io.flags & RMR_IO_PATCH) ? RMR_WIRE_WRITE_PATCH
+			 : record ? RMR_WIRE_MAP_ADD_RECORD : 0,
 	};
-
-	/* The record slot's MAP_ADD names writes its member may have lost, not missed. */
-	if (type == RMR_MSG_MAP_ADD && s->index == c->record_slot)
-		msg.flags = RMR_WIRE_MAP_ADD_RECORD;
 	struct iovec iov[4] = { { .iov_base = &leg->hdr, .iov_len = sizeof(leg->hdr) } };
 	int n = 1, ret;
 
@@ -321,6 +321,9 @@ static int send_leg(struct rmr_client *c, struct slot *s, struct member *m, unsi
 	} else if (arg) {
 		iov[n].iov_base = (void *)s->io.arg;
 		iov[n++].iov_len = s->io.arg_len;
+	} else if (record) {
+		iov[n].iov_base = &c->record_wire;
+		iov[n++].iov_len = sizeof(c->record_wire);
 	}
 	ret = member_send(m, iov, n, leg);
 	if (ret < 0)
@@ -877,6 +880,7 @@ int client_io_send_record(struct rmr_client *c, const struct unflushed_record *r
 	if (s->phase != SLOT_FREE)
 		return -EAGAIN;
 	client_io_hold(c);
+	c->record_wire.boot = cpu_to_le64(r->boot);
 	s->io = (struct rmr_io){ .kind = RMR_IO_WRITE, .addr = r->addr, .len = r->len,
 				 .iov = s->iov, .cb = record_done, .priv = c };
 	s->data_len = 0;

@@ -88,7 +88,8 @@ static bool tracking(const struct member *m)
 	return m->c->opts.volatile_writes && m->c->geometry_known && !m->unflushed_unknown;
 }
 
-static bool queue_range(struct rmr_client *c, uint16_t id, uint64_t first, uint64_t count);
+static bool queue_range(struct rmr_client *c, uint16_t id, uint64_t first, uint64_t count,
+			uint64_t boot);
 static void records_hold_update(struct rmr_client *c);
 
 void unflushed_note_ack(struct member *m, uint64_t addr, uint32_t len)
@@ -106,7 +107,7 @@ void unflushed_note_ack(struct member *m, uint64_t addr, uint32_t len)
 	 */
 	if (m->state != RMR_MEMBER_NORMAL) {
 		if (!c->said_goodbye && m->state != RMR_MEMBER_REMOVED &&
-		    !queue_range(c, m->id, first, last - first + 1))
+		    !queue_range(c, m->id, first, last - first + 1, m->left_boot))
 			client_note_missed(c, 1ull << m->id);
 		records_hold_update(c);
 		client_missed_recompute(c);
@@ -144,8 +145,12 @@ void unflushed_flush_answered(struct member *m, const struct slot *s, bool ok)
 	dirty_map_clear_all(m->flushing);
 }
 
-/* Append [@first, @first + @count) chunks missed by @id, in MAP_ADD-sized pieces. */
-static bool queue_range(struct rmr_client *c, uint16_t id, uint64_t first, uint64_t count)
+/*
+ * Append [@first, @first + @count) chunks that @id may have lost, acknowledged
+ * in @boot of its host, in MAP_ADD-sized pieces.
+ */
+static bool queue_range(struct rmr_client *c, uint16_t id, uint64_t first, uint64_t count,
+			uint64_t boot)
 {
 	uint64_t per = UINT32_MAX / c->chunk_size; /* chunks one MAP_ADD range holds */
 
@@ -165,6 +170,7 @@ static bool queue_range(struct rmr_client *c, uint16_t id, uint64_t first, uint6
 			.id = id,
 			.addr = first * c->chunk_size,
 			.len = (uint32_t)RMR_MIN(n * c->chunk_size, c->pool_size - first * c->chunk_size),
+			.boot = boot,
 		};
 		/* Until it is recorded, the member must take the maps before it serves. */
 		c->missed_inflight[id]++;
@@ -205,7 +211,7 @@ void unflushed_member_left(struct member *m, enum rmr_member_state to)
 	if (!n || to == RMR_MEMBER_REMOVED || c->said_goodbye)
 		return;
 	for (unsigned i = 0; i < n && queued; i++)
-		queued = queue_range(c, m->id, ranges[i].first, ranges[i].count);
+		queued = queue_range(c, m->id, ranges[i].first, ranges[i].count, m->left_boot);
 	if (!queued) {
 		log_err("pool=%s member=%u: no memory to record its unflushed writes as missed: it takes the maps before it serves, but may lack some of them",
 			c->name, m->id);
@@ -370,7 +376,8 @@ void unflushed_record_done(struct rmr_client *c, int status)
 	 */
 	if (status < 0 && !c->fenced) {
 		if (queue_range(c, c->record_out.id, c->record_out.addr / c->chunk_size,
-				(c->record_out.len + c->chunk_size - 1) / c->chunk_size)) {
+				(c->record_out.len + c->chunk_size - 1) / c->chunk_size,
+				c->record_out.boot)) {
 			struct unflushed_record r = c->records[c->nrecords - 1];
 
 			memmove(&c->records[1], &c->records[0], (c->nrecords - 1) * sizeof(r));

@@ -57,19 +57,26 @@ uint32_t map_transfer_serve(const struct srv_pool *p, void *buf, uint32_t cap, u
 			continue;
 		/*
 		 * Each member's map starts with the version of its newest mark;
-		 * our own also with the version up to which it is complete.
+		 * our own also with the version up to which it is complete; a
+		 * map with records with the boot they were made in.
 		 */
 		if (*chunk == 0) {
 			struct rmr_map_range v = { .member_id = *id, .flags = RMR_MAP_RANGE_MARK_VER,
 						   .first = p->mark_ver[*id] };
 			bool self = *id == p->params.member_id;
+			bool boot = dirty_map_records(m) && p->record_boot[*id];
 
-			if (n + 1 + self > max)
+			if (n + 1 + self + boot > max)
 				return n * sizeof(*w);
 			rmr_wire_encode_map_range(&w[n++], &v);
 			if (self) {
 				v.flags = RMR_MAP_RANGE_PULLED_VER;
 				v.first = p->pull_done_ver;
+				rmr_wire_encode_map_range(&w[n++], &v);
+			}
+			if (boot) {
+				v.flags = RMR_MAP_RANGE_RECORD_BOOT;
+				v.first = p->record_boot[*id];
 				rmr_wire_encode_map_range(&w[n++], &v);
 			}
 		}
@@ -126,6 +133,16 @@ static void pull_answer(struct srv_pool *p, int status)
 		server_ctrl_send(sess, &sess->pull_rsp, RMR_MSG_MAP_PULL_RSP, status, 0);
 }
 
+/* Add @m, a map of member @id whose records were made in @boot, to the pulled one. */
+static int pull_add(struct srv_pool *p, unsigned id, const struct dirty_map *m, uint64_t boot)
+{
+	if (dirty_map_records(m))
+		p->pull_record_boot[id] = pool_boot_join(p->pull_record_boot[id],
+							 dirty_map_records(p->pull_maps[id]) != 0,
+							 boot);
+	return dirty_map_merge(p->pull_maps[id], m);
+}
+
 /* Every page arrived: make the pulled maps ours, durably. */
 static int pull_apply(struct srv_pool *p)
 {
@@ -142,7 +159,15 @@ static int pull_apply(struct srv_pool *p)
 			   "taking its maps later", p->name, self, p->pull_source);
 		return -EAGAIN;
 	}
-	/* What others recorded we may have lost, we copy in like what we missed. */
+	/*
+	 * What others recorded we may have lost, we copy in like what we
+	 * missed; unless they were made in the boot we run in (pool_holds):
+	 * then we keep our copy (resync.c) and they are cleared everywhere.
+	 */
+	if (dirty_map_records(p->pull_maps[self]))
+		p->record_boot[self] = pool_boot_join(p->record_boot[self],
+						      dirty_map_records(own) != 0,
+						      p->pull_record_boot[self]);
 	ret = dirty_map_absorb(own, p->pull_maps[self]);
 	if (ret < 0)
 		return ret;
@@ -169,12 +194,13 @@ static int pull_apply(struct srv_pool *p)
 			dirty_map_clear_all(p->pull_maps[id]);
 		/* Gathered from every member: our record counts as one of theirs. */
 		if (p->gather && !gather_outdated(p, id, p->mark_ver[id])) {
-			ret = dirty_map_merge(p->pull_maps[id], old);
+			ret = pull_add(p, id, old, p->record_boot[id]);
 			if (ret < 0)
 				return ret;
 		}
 		p->maps[id] = p->pull_maps[id];
 		p->pull_maps[id] = old;
+		p->record_boot[id] = p->pull_record_boot[id];
 		if (!dirty_map_count(old) != !dirty_map_count(p->maps[id]))
 			server_event_dirty(p, (uint16_t)id, dirty_map_count(p->maps[id]) != 0);
 	}
@@ -250,6 +276,7 @@ struct gather {
 	struct dirty_map *maps[RMR_MAX_MEMBER_ID + 1][RMR_MAX_MEMBER_ID + 1]; /* [source][member] */
 	uint64_t mark_ver[RMR_MAX_MEMBER_ID + 1][RMR_MAX_MEMBER_ID + 1];
 	uint64_t pulled_ver[RMR_MAX_MEMBER_ID + 1]; /* as each member said of itself */
+	uint64_t record_boot[RMR_MAX_MEMBER_ID + 1][RMR_MAX_MEMBER_ID + 1];
 };
 
 static void gather_free(struct srv_pool *p)
@@ -282,6 +309,10 @@ static int gather_take(struct srv_pool *p, unsigned src, const struct rmr_map_ra
 	if (r->flags & RMR_MAP_RANGE_PULLED_VER) {
 		if (r->member_id == src)
 			g->pulled_ver[src] = r->first;
+		return 0;
+	}
+	if (r->flags & RMR_MAP_RANGE_RECORD_BOOT) {
+		g->record_boot[src][r->member_id] = r->first;
 		return 0;
 	}
 	if (!*m) {
@@ -319,7 +350,7 @@ static int gather_sum(struct srv_pool *p)
 			if (!g->maps[src][id] || !p->pull_maps[id] ||
 			    (src != id && gather_outdated(p, id, g->mark_ver[src][id])))
 				continue;
-			ret = dirty_map_merge(p->pull_maps[id], g->maps[src][id]);
+			ret = pull_add(p, id, g->maps[src][id], g->record_boot[src][id]);
 			if (ret < 0)
 				return ret;
 		}
@@ -347,7 +378,7 @@ static void get_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int 
 
 			if (rmr_wire_decode_map_range(rsp, i, &r, why, sizeof(why)) < 0 ||
 			    !p->pull_maps[r.member_id] ||
-			    (!(r.flags & RMR_MAP_RANGE_VERS) &&
+			    (!(r.flags & RMR_MAP_RANGE_VALUES) &&
 			     (r.first >= p->nchunks || r.count > p->nchunks - r.first))) {
 				log_err("pool=%s member=%u: bad map range from member %u", p->name,
 					p->params.member_id, peer_id(pe));
@@ -359,6 +390,8 @@ static void get_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int 
 			else if (r.flags & RMR_MAP_RANGE_MARK_VER)
 				p->pull_mark_ver[r.member_id] =
 					RMR_MAX(p->pull_mark_ver[r.member_id], r.first);
+			else if (r.flags & RMR_MAP_RANGE_RECORD_BOOT)
+				p->pull_record_boot[r.member_id] = r.first;
 			else if (r.flags & RMR_MAP_RANGE_RECORD)
 				status = dirty_map_record(p->pull_maps[r.member_id], r.first,
 							  r.count);
@@ -449,6 +482,7 @@ void map_transfer_pull(struct srv_pool *p, struct srv_session *sess, uint16_t so
 	}
 	p->pull_uncertain = uncertain & ~(1ull << p->params.member_id);
 	memset(p->pull_mark_ver, 0, sizeof(p->pull_mark_ver));
+	memset(p->pull_record_boot, 0, sizeof(p->pull_record_boot));
 	p->pull_running = true;
 	p->pull_probing = ret == 0;
 	p->pull_probe_until = loop_now(p->srv->loop) + PULL_PROBE_WAIT_NS;

@@ -53,6 +53,7 @@ struct peer {
 	uint64_t last_rx, last_tx, hello_deadline, next_connect;
 	unsigned backoff_ms;
 	uint64_t map_ver, incarnation;
+	uint64_t boot;               /* its host's boot, as its hello answer said (0: unknown) */
 	uint32_t max_io;
 	struct peer_ctrl hello, heartbeat, auth;
 	uint8_t nonce[RMR_NONCE_LEN]; /* ours, in the hello of a keyed pool */
@@ -190,6 +191,11 @@ void peer_destroy(struct peer *pe)
 bool peer_is_up(const struct peer *pe)
 {
 	return pe && pe->up;
+}
+
+uint64_t peer_boot(const struct peer *pe)
+{
+	return peer_is_up(pe) ? pe->boot : 0;
 }
 
 uint16_t peer_id(const struct peer *pe)
@@ -479,6 +485,7 @@ static void on_hello_rsp(struct peer *pe, const struct rmr_msg *msg)
 	pe->backoff_ms = 0;
 	pe->map_ver = h.map_ver;
 	pe->incarnation = h.incarnation;
+	pe->boot = h.boot_id;
 	pe->max_io = RMR_MIN(h.max_io_size, pe->srv->opts.max_io_size);
 	snprintf(pe->reason, sizeof(pe->reason), "hello answered");
 	log_info("pool=%s member=%u: session to member %u (%s) up", p->name, p->params.member_id,

@@ -37,6 +37,8 @@ void peer_tick(struct peer *pe, uint64_t now);
 bool peer_is_up(const struct peer *pe);
 /* The peer dialled us: it is up, so a redial waiting out its backoff goes now. */
 void peer_redial_now(struct peer *pe);
+/* The boot of its host its session runs in (rmr_pool_params.boot_id); 0: down or unknown. */
+uint64_t peer_boot(const struct peer *pe);
 uint16_t peer_id(const struct peer *pe);
 const char *peer_addr(const struct peer *pe);
 /* Largest SYNC_READ the peer accepts. */

@@ -57,8 +57,7 @@ static bool sure_holder_up(const struct srv_pool *p, uint64_t chunk)
 {
 	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
 		if (id != p->params.member_id && peer_is_up(p->peers[id]) &&
-		    !(p->uncertain_peers & (1ull << id)) &&
-		    !(entry_of(p, id, chunk) & (DIRTY_BIT | RECORD_BIT)))
+		    !(p->uncertain_peers & (1ull << id)) && pool_holds(p, id, chunk))
 			return true;
 	return false;
 }
@@ -113,7 +112,7 @@ static struct peer *pick_peer(struct srv_pool *p, uint64_t chunk, uint64_t tried
 
 		if (!peer_is_up(pe) || (tried & (1ull << id)) || (p->uncertain_peers & (1ull << id)))
 			continue;
-		if (entry_of(p, id, chunk) & (DIRTY_BIT | RECORD_BIT))
+		if (!pool_holds(p, id, chunk))
 			continue;
 		p->rr_peer = id;
 		return pe;
@@ -130,12 +129,16 @@ static bool any_peer_up(const struct srv_pool *p)
 	return false;
 }
 
-/* Is some peer up that holds @chunk? (Leaves the round-robin where it is.) */
+/*
+ * Is some peer up that holds @chunk, or do we after all (copy_send)?
+ * (Leaves the round-robin where it is.)
+ */
 static bool peer_holds(struct srv_pool *p, uint64_t chunk)
 {
 	unsigned rr = p->rr_peer;
 	bool last_resort;
-	bool found = pick_peer(p, chunk, 0, &last_resort) != NULL || keeps_own(p, chunk, 0);
+	bool found = pool_holds(p, p->params.member_id, chunk) ||
+		     pick_peer(p, chunk, 0, &last_resort) != NULL || keeps_own(p, chunk, 0);
 
 	p->rr_peer = rr;
 	return found;
@@ -271,6 +274,17 @@ static void copy_send(struct copy *cp)
 		uint32_t len;
 		int ret;
 
+		/*
+		 * Dirty here only by records made in the boot our host runs in
+		 * still: our copy is whole, it only needs its records cleared.
+		 */
+		if (!cp->pe && cp->addr == cp->chunk << p->chunk_shift &&
+		    pool_holds(p, p->params.member_id, cp->chunk)) {
+			log_debug("pool=%s member=%u: chunk %llu: what we were recorded as maybe having lost, this host kept",
+				  p->name, p->params.member_id, (unsigned long long)cp->chunk);
+			copy_finish(cp, 0);
+			return;
+		}
 		if (!cp->pe) {
 			cp->pe = pick_peer(p, cp->chunk, cp->tried, &cp->last_resort);
 			/* One copy, whole: no piece of a surer one under it. */

@@ -676,7 +676,8 @@ static void serve_sync_read(struct srv_req *req)
 	bool last_resort = req->io.op == RMR_SYNC_READ_LAST_RESORT &&
 			   (own & (DIRTY_BIT | RECORD_BIT)) == (DIRTY_BIT | RECORD_BIT);
 
-	if ((!(own & DIRTY_BIT) || last_resort) && !sync_index_find(&p->syncing, chunk))
+	if ((pool_holds(p, p->params.member_id, chunk) || last_resort) &&
+	    !sync_index_find(&p->syncing, chunk))
 		ret = p->ops.chunk_export(p->store, req->io.addr, req->io.data, req->io.len);
 	if (ret == 0)
 		p->served_sync_bytes += req->io.len;
@@ -767,7 +768,8 @@ static void on_request(struct srv_session *sess, const struct rmr_msg *msg, void
 	case RMR_MSG_MAP_ADD:
 		ret = pool_note(p, msg->map_ver, msg->missed);
 		if (ret == 0 && (msg->flags & RMR_WIRE_MAP_ADD_RECORD))
-			ret = pool_record(p, msg->missed, msg->map_ver, msg->addr, msg->len);
+			ret = pool_record(p, msg->missed, msg->map_ver, msg->addr, msg->len,
+					  rmr_wire_decode_record(msg));
 		else if (ret == 0)
 			ret = pool_mark_held(p, msg->missed, msg->map_ver, msg->addr, msg->len);
 		req_answer(req, RMR_MSG_MAP_ADD_RSP, ret, 0);

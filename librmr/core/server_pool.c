@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "server_pool.h"
 #include "membership.h"
+#include "peer.h"
 #include "server_internal.h"
 #include "verify.h"
 
@@ -24,7 +25,7 @@
  * that versions 1 and 2 kept zero a meaning: pulled_ver.
  */
 #define META_MAGIC 0x4d524d52u /* "RMRM" */
-#define META_VERSION 4
+#define META_VERSION 5
 struct meta_hdr {
 	rmr_le32 magic;
 	rmr_le32 version;
@@ -53,8 +54,22 @@ struct meta_record {
 };
 _Static_assert(sizeof(struct meta_record) == 16, "meta record size");
 #define META_RECORDS 256u
+/*
+ * Version 5: after the records, the boot of its host each member's records
+ * were all made in (p->record_boot; ours: our own map's records, and the
+ * chunks we hold that the disk shows as missed): a count, then that many
+ * entries, none for a member whose records are of no single known boot.
+ */
+struct meta_boot {
+	rmr_le16 member_id;
+	rmr_le16 reserved;  /* zero */
+	rmr_le32 reserved2; /* zero */
+	rmr_le64 boot;      /* not zero */
+};
+_Static_assert(sizeof(struct meta_boot) == 16, "meta boot size");
 #define META_BLOB_MAX (sizeof(struct meta_hdr) + sizeof(struct meta_records) + \
-		       META_RECORDS * sizeof(struct meta_record) + RMR_WIRE_MEMBERS_MAX)
+		       META_RECORDS * sizeof(struct meta_record) + sizeof(struct meta_records) + \
+		       RMR_MAX_MEMBER_ID * sizeof(struct meta_boot) + RMR_WIRE_MEMBERS_MAX)
 #define META_MAX (4u << 20)
 /* The dirty-map area is written in blocks of this size. */
 #define MAP_BLOCK 4096u
@@ -143,7 +158,8 @@ static uint64_t runs_of(const struct record_src *s)
  * holds (a record of a chunk the member holds only makes it a holder of
  * last resort for it). Returns the entries used.
  */
-static unsigned records_encode(const struct srv_pool *p, struct meta_record *out)
+static unsigned records_encode(const struct srv_pool *p, struct meta_record *out,
+			       uint64_t *own_boot)
 {
 	struct record_src src[RMR_MAX_MEMBER_ID + 1];
 	struct dirty_range r[META_RECORDS];
@@ -158,6 +174,11 @@ static unsigned records_encode(const struct srv_pool *p, struct meta_record *out
 		runs += k;
 		holders += k != 0;
 	}
+	/* What we hold that the disk shows missed: records of this boot after a restart. */
+	*own_boot = p->record_boot[p->params.member_id];
+	if (have_held && dirty_map_count(&held))
+		*own_boot = pool_boot_join(*own_boot, dirty_map_records(pool_own_map(p)) != 0,
+					   p->params.boot_id);
 	for (unsigned i = 0; holders && i < nsrc; i++) {
 		unsigned k = dirty_map_cover_bits(src[i].m, src[i].bits,
 						  runs <= META_RECORDS ? META_RECORDS
@@ -185,21 +206,36 @@ int pool_meta_save(struct srv_pool *p)
 		.pulled_ver = cpu_to_le64(p->pull_done_ver),
 	};
 	struct meta_record rec[META_RECORDS];
-	struct meta_records rh = { 0 };
+	struct meta_boot boots[RMR_MAX_MEMBER_ID];
+	struct meta_records rh = { 0 }, bh = { 0 };
 	uint8_t blob[META_BLOB_MAX];
-	unsigned nrec = records_encode(p, rec);
+	uint64_t own_boot;
+	unsigned nrec, nboots = 0;
 	size_t len;
 	int ret;
 
 	if (!p->ops.meta_save)
 		return 0;
+	nrec = records_encode(p, rec, &own_boot);
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
+		uint64_t boot = id == p->params.member_id ? own_boot : p->record_boot[id];
+
+		if (p->maps[id] && boot)
+			boots[nboots++] = (struct meta_boot){ .member_id = cpu_to_le16((uint16_t)id),
+							      .boot = cpu_to_le64(boot) };
+	}
 	rh.count = cpu_to_le32(nrec);
+	bh.count = cpu_to_le32(nboots);
 	memcpy(blob, &m, sizeof(m));
 	len = sizeof(m);
 	memcpy(blob + len, &rh, sizeof(rh));
 	len += sizeof(rh);
 	memcpy(blob + len, rec, nrec * sizeof(rec[0]));
 	len += nrec * sizeof(rec[0]);
+	memcpy(blob + len, &bh, sizeof(bh));
+	len += sizeof(bh);
+	memcpy(blob + len, boots, nboots * sizeof(boots[0]));
+	len += nboots * sizeof(boots[0]);
 	len += rmr_wire_encode_members(blob + len, &p->membership);
 	ret = p->ops.meta_save(p->store, blob, len);
 	if (ret < 0)
@@ -389,6 +425,50 @@ static ssize_t records_decode(struct srv_pool *p, const uint8_t *blob, size_t le
 }
 
 /*
+ * The boots section of a version 5 blob at @blob (@len bytes), into
+ * p->record_boot. Returns its size, or -EBADMSG.
+ */
+static ssize_t boots_decode(struct srv_pool *p, const uint8_t *blob, size_t len)
+{
+	struct meta_records bh;
+	size_t size;
+
+	if (len < sizeof(bh))
+		return -EBADMSG;
+	memcpy(&bh, blob, sizeof(bh));
+	if (le32_to_cpu(bh.count) > RMR_MAX_MEMBER_ID || le32_to_cpu(bh.reserved))
+		return -EBADMSG;
+	size = sizeof(bh) + le32_to_cpu(bh.count) * sizeof(struct meta_boot);
+	if (len < size)
+		return -EBADMSG;
+	for (unsigned i = 0; i < le32_to_cpu(bh.count); i++) {
+		struct meta_boot b;
+		uint16_t id;
+
+		memcpy(&b, blob + sizeof(bh) + i * sizeof(b), sizeof(b));
+		id = le16_to_cpu(b.member_id);
+		if (id == 0 || id > RMR_MAX_MEMBER_ID || le16_to_cpu(b.reserved) ||
+		    le32_to_cpu(b.reserved2) || !le64_to_cpu(b.boot) || p->record_boot[id])
+			return -EBADMSG;
+		p->record_boot[id] = le64_to_cpu(b.boot);
+	}
+	return (ssize_t)size;
+}
+
+/* The sections of a blob of @version between header and membership; their size. */
+static ssize_t records_sections_decode(struct srv_pool *p, uint32_t version, const uint8_t *blob,
+				       size_t len)
+{
+	ssize_t rec = 0, boots = 0;
+
+	if (version >= 4)
+		rec = records_decode(p, blob, len);
+	if (rec >= 0 && version >= 5)
+		boots = boots_decode(p, blob + rec, len - (size_t)rec);
+	return rec < 0 ? rec : boots < 0 ? boots : rec + boots;
+}
+
+/*
  * The records the blob held, into the maps loaded from the bitmaps: the
  * others' where the bitmap shows no miss (a miss stays one); our own where
  * the bitmap does show one (what is clean needs no copy).
@@ -457,8 +537,7 @@ static int pool_meta_load(struct srv_pool *p)
 	p->pull_done_ver = le64_to_cpu(m.pulled_ver);
 	if (le32_to_cpu(m.version) == 1)
 		return 0;
-	if (le32_to_cpu(m.version) >= 4)
-		rec = records_decode(p, blob + off, len - off);
+	rec = records_sections_decode(p, le32_to_cpu(m.version), blob + off, len - off);
 	if (rec == -ENOMEM)
 		return -ENOMEM;
 	if (rec < 0) {
@@ -579,8 +658,19 @@ int pool_mark(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64_t ad
 	return mark_members(p, missed, map_ver, first, pool_last_chunk(p, addr, len) - first + 1);
 }
 
+bool pool_holds(const struct srv_pool *p, unsigned id, uint64_t chunk)
+{
+	uint8_t e = p->maps[id] ? dirty_map_get(p->maps[id], chunk) : 0;
+	uint64_t boot = id == p->params.member_id ? p->params.boot_id : peer_boot(p->peers[id]);
+
+	if (!(e & (DIRTY_BIT | RECORD_BIT)))
+		return true;
+	/* Our own map: dirty with a record is a record we absorbed, not a miss. */
+	return (e & RECORD_BIT) && boot && p->record_boot[id] == boot;
+}
+
 int pool_record(struct srv_pool *p, uint64_t ids, uint64_t map_ver, uint64_t addr,
-		uint64_t len)
+		uint64_t len, uint64_t boot)
 {
 	uint64_t first, count;
 
@@ -597,6 +687,8 @@ int pool_record(struct srv_pool *p, uint64_t ids, uint64_t map_ver, uint64_t add
 			continue;
 		p->mark_ver[id] = RMR_MAX(p->mark_ver[id], map_ver);
 		before = dirty_map_count(p->maps[id]);
+		p->record_boot[id] = pool_boot_join(p->record_boot[id],
+						    dirty_map_records(p->maps[id]) != 0, boot);
 		ret = dirty_map_record(p->maps[id], first, count);
 		if (ret < 0) {
 			log_err("pool=%s member=%u: cannot record chunks member %u may have lost: %s",

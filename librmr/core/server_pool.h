@@ -53,6 +53,12 @@ struct srv_pool {
 	uint64_t mark_ver[RMR_MAX_MEMBER_ID + 1];
 	/* The newest version at which each member told us it holds every chunk. */
 	uint64_t full_clear_ver[RMR_MAX_MEMBER_ID + 1];
+	/*
+	 * The boot of its host each member's records were all made in (0:
+	 * unknown, or several); saved. Ours too: the records of our own map.
+	 * A member running in that boot still lost none of them (pool_holds).
+	 */
+	uint64_t record_boot[RMR_MAX_MEMBER_ID + 1];
 	bool removing;
 
 	/* dirty-map area: which 4 KiB blocks need rewriting (cleared bits) */
@@ -156,6 +162,7 @@ struct srv_pool {
 	 */
 	uint64_t uncertain_peers;
 	uint64_t pull_mark_ver[RMR_MAX_MEMBER_ID + 1]; /* the source's, per member (MAP_GET_RSP) */
+	uint64_t pull_record_boot[RMR_MAX_MEMBER_ID + 1]; /* ... and the boot of its records */
 	struct dirty_map *pull_maps[RMR_MAX_MEMBER_ID + 1];
 	uint64_t map_pulls;
 	void *records_loaded;        /* the metadata blob's records, until the maps are loaded */
@@ -200,7 +207,22 @@ int pool_mark_held(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64
  * host. Records, not misses (RECORD_BIT), durably. Returns 0 or -errno.
  */
 int pool_record(struct srv_pool *p, uint64_t ids, uint64_t map_ver, uint64_t addr,
-		uint64_t len);
+		uint64_t len, uint64_t boot);
+/*
+ * @have, the boot the records of a map were made in (@had: it held some),
+ * with records made in @boot added.
+ */
+static inline uint64_t pool_boot_join(uint64_t have, bool had, uint64_t boot)
+{
+	return !had ? boot : have == boot ? have : 0;
+}
+/*
+ * Does member @id hold @chunk, as far as this member knows: no miss and no
+ * record of it, or only records made in the boot its host runs in still
+ * (its page cache kept those writes; ours: p->params.boot_id, a peer's: its
+ * session's)?
+ */
+bool pool_holds(const struct srv_pool *p, unsigned id, uint64_t chunk);
 /* Mark chunks [first, first+count) of member @id dirty, durably. */
 int pool_mark_chunks(struct srv_pool *p, unsigned id, uint64_t first, uint64_t count);
 /*

@@ -266,16 +266,23 @@ int rmr_wire_decode(const void *buf, size_t len, struct rmr_msg *m, char *why, s
 		if (m->payload_len != 0)
 			return reject(why, whylen, "HEARTBEAT: carries a payload");
 		break;
+	case RMR_MSG_MAP_ADD:
+		if (m->flags & ~RMR_WIRE_MAP_ADD_FLAGS)
+			return reject(why, whylen, "MAP_ADD: unknown flags 0x%x", m->flags);
+		/* A record says in which boot its members acknowledged those writes. */
+		if ((m->flags & RMR_WIRE_MAP_ADD_RECORD) &&
+		    m->payload_len != sizeof(struct rmr_wire_record))
+			return reject(why, whylen, "MAP_ADD: record with a payload of %u bytes, expected %zu",
+				      m->payload_len, sizeof(struct rmr_wire_record));
+		if (!(m->flags & RMR_WIRE_MAP_ADD_RECORD) && m->payload_len != 0)
+			return reject(why, whylen, "MAP_ADD: carries a payload");
+		break;
 	case RMR_MSG_MAP_GET:
 	case RMR_MSG_MAP_CLEAR:
 	case RMR_MSG_MAP_MARK_RSP:
 	case RMR_MSG_MEMBERSHIP_RSP:
 	case RMR_MSG_MAP_PULL_RSP:
 	case RMR_MSG_MAP_CLEAR_RSP:
-	case RMR_MSG_MAP_ADD:
-		if (m->flags & ~RMR_WIRE_MAP_ADD_FLAGS)
-			return reject(why, whylen, "MAP_ADD: unknown flags 0x%x", m->flags);
-		/* fall through */
 	case RMR_MSG_WRITE_RSP:
 	case RMR_MSG_MAP_ADD_RSP:
 	case RMR_MSG_GOODBYE:
@@ -585,6 +592,16 @@ void rmr_wire_encode_map_range(struct rmr_wire_map_range *w, const struct rmr_ma
 	w->first = cpu_to_le64(r->first);
 }
 
+uint64_t rmr_wire_decode_record(const struct rmr_msg *m)
+{
+	struct rmr_wire_record w;
+
+	if (m->type != RMR_MSG_MAP_ADD || m->payload_len != sizeof(w))
+		return 0;
+	memcpy(&w, m->payload, sizeof(w));
+	return le64_to_cpu(w.boot);
+}
+
 int rmr_wire_decode_map_range(const struct rmr_msg *m, size_t i, struct rmr_map_range *r,
 			      char *why, size_t whylen)
 {
@@ -602,12 +619,13 @@ int rmr_wire_decode_map_range(const struct rmr_msg *m, size_t i, struct rmr_map_
 			      r->flags);
 	if (r->member_id == 0 || r->member_id > RMR_MAX_MEMBER_ID)
 		return reject(why, whylen, "MAP_GET_RSP: range %zu names member %u", i, r->member_id);
-	if (r->flags & RMR_MAP_RANGE_VERS) {
-		if (r->flags != RMR_MAP_RANGE_MARK_VER && r->flags != RMR_MAP_RANGE_PULLED_VER)
-			return reject(why, whylen, "MAP_GET_RSP: entry %zu is a version and more at once",
+	if (r->flags & RMR_MAP_RANGE_VALUES) {
+		if (r->flags != RMR_MAP_RANGE_MARK_VER && r->flags != RMR_MAP_RANGE_PULLED_VER &&
+		    r->flags != RMR_MAP_RANGE_RECORD_BOOT)
+			return reject(why, whylen, "MAP_GET_RSP: entry %zu is a value and more at once",
 				      i);
 		if (r->count != 0)
-			return reject(why, whylen, "MAP_GET_RSP: version entry %zu has a count", i);
+			return reject(why, whylen, "MAP_GET_RSP: value entry %zu has a count", i);
 		return 0;
 	}
 	if (r->count == 0 || r->first + r->count < r->first)

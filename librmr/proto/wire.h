@@ -27,7 +27,7 @@
 #include <rmr/rmr.h>
 
 #define RMR_WIRE_MAGIC 0x31524d52u /* "RMR1" */
-#define RMR_WIRE_VERSION 9
+#define RMR_WIRE_VERSION 10
 /* Largest payload of any message; the session's max_io_size is smaller. */
 #define RMR_WIRE_MAX_PAYLOAD (4u << 20)
 
@@ -129,6 +129,18 @@ _Static_assert(offsetof(struct rmr_wire_hdr, missed) == 64, "wire header layout"
 #define RMR_WIRE_MAP_ADD_FLAGS RMR_WIRE_MAP_ADD_RECORD
 
 /*
+ * The payload of a MAP_ADD with RMR_WIRE_MAP_ADD_RECORD: the boot of the
+ * recorded members' host when they acknowledged those writes
+ * (rmr_pool_params.boot_id, as their HELLO_RSP said; 0: unknown). While a
+ * member runs in that boot still, its page cache kept them: the record is
+ * void (it holds those chunks for sure).
+ */
+struct rmr_wire_record {
+	rmr_le64 boot;
+};
+_Static_assert(sizeof(struct rmr_wire_record) == 8, "record payload size");
+
+/*
  * SYNC_READ op: the copier found no member that holds the chunk for sure,
  * and asks one that holds it unless it lost it to a power loss (a record):
  * serve the chunk even if it is dirty here only because of such a record.
@@ -203,7 +215,7 @@ struct rmr_wire_map_range {
 	rmr_le16 member_id;          /* 1..RMR_MAX_MEMBER_ID */
 	rmr_le16 flags;              /* RMR_MAP_RANGE_* */
 	rmr_le32 count;              /* >= 1 (0 with a version) */
-	rmr_le64 first;              /* first chunk (the version with RMR_MAP_RANGE_*_VER) */
+	rmr_le64 first;              /* first chunk (the value with RMR_MAP_RANGE_VALUES) */
 };
 _Static_assert(sizeof(struct rmr_wire_map_range) == 16, "map range size");
 
@@ -227,8 +239,17 @@ _Static_assert(sizeof(struct rmr_wire_map_range) == 16, "map range size");
  * RMR_WIRE_MAP_ADD_RECORD).
  */
 #define RMR_MAP_RANGE_RECORD 4u
-#define RMR_MAP_RANGE_VERS (RMR_MAP_RANGE_MARK_VER | RMR_MAP_RANGE_PULLED_VER)
-#define RMR_MAP_RANGE_FLAGS (RMR_MAP_RANGE_VERS | RMR_MAP_RANGE_RECORD)
+/*
+ * ... RMR_MAP_RANGE_RECORD_BOOT: not a range; the boot every record the
+ * sender holds of @member_id was made in (in @first; rmr_wire_record),
+ * sent after the mark version when that member has records and they
+ * share one. Without it they count whatever boot the member runs in.
+ */
+#define RMR_MAP_RANGE_RECORD_BOOT 8u
+/* Entries that carry a value in @first, not a range. */
+#define RMR_MAP_RANGE_VALUES \
+	(RMR_MAP_RANGE_MARK_VER | RMR_MAP_RANGE_PULLED_VER | RMR_MAP_RANGE_RECORD_BOOT)
+#define RMR_MAP_RANGE_FLAGS (RMR_MAP_RANGE_VALUES | RMR_MAP_RANGE_RECORD)
 
 /* A decoded map range. */
 struct rmr_map_range {
@@ -392,6 +413,8 @@ int rmr_wire_decode_hello_rsp(const struct rmr_msg *m, struct rmr_hello_rsp *h, 
 			      size_t whylen);
 void rmr_wire_encode_auth(struct rmr_wire_auth *w, const struct rmr_auth *a);
 /* A CHALLENGE (nonce not all zero) or an AUTH (nonce zero). */
+/* The boot a record MAP_ADD (checked by rmr_wire_decode) carries; 0 for any other message. */
+uint64_t rmr_wire_decode_record(const struct rmr_msg *m);
 int rmr_wire_decode_auth(const struct rmr_msg *m, struct rmr_auth *a, char *why, size_t whylen);
 
 #endif

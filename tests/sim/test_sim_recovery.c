@@ -1732,6 +1732,39 @@ static void case_power_loss_two_away(void)
 }
 
 /*
+ * Records delivered about members that lost nothing: member 3's client
+ * link drops (members 1 and 2 record what it may lose), then member 2's
+ * (member 1 records it), then member 1's host loses power, with nobody up
+ * to take its record. All come back; members 2 and 3 in the same boot of
+ * their hosts: their records are void (rmr_pool_params.boot_id, carried
+ * with each record), they hold those chunks for sure, and member 1 copies
+ * back what it lost from them, while they copy nothing. (Before, the
+ * records made members 2 and 3 look as unsure as member 1, whose own
+ * record was still queued: the pool converged on member 1's rolled-back
+ * store.)
+ */
+static void case_power_loss_after_records(void)
+{
+	write_some(200);
+	flush_all();
+	unflushed_writes();
+	client_links(0x4, true);
+	wait_state(2, RMR_MEMBER_FAILED, 3000);
+	loop_sim_run(200 * MS);
+	client_links(0x2, true);
+	wait_state(1, RMR_MEMBER_FAILED, 3000);
+	loop_sim_run(200 * MS);
+	lose_power(0);
+	wait_state(0, RMR_MEMBER_FAILED, 3000);
+	client_links(0x6, false);
+	member_start(0, 0);
+	check_healed(0, NCHUNKS);
+	/* Their records void, members 2 and 3 copied nothing; every record is cleared. */
+	ck_assert_uint_eq(pool_status(1).resync_bytes, 0);
+	ck_assert_uint_eq(pool_status(2).resync_bytes, 0);
+}
+
+/*
  * The same, but the other two members' processes crash too, while their
  * hosts keep power (the member that loses power is the seed's pick; the
  * lowest id is the holder of last resort, so it matters which). They come
@@ -2064,6 +2097,7 @@ SIM_CASE_POWER(case_power_loss_all_restart)
 SIM_CASE_POWER(case_power_loss_after_return)
 SIM_CASE_POWER(case_power_loss_return_twice)
 SIM_CASE_POWER(case_power_loss_two_away)
+SIM_CASE_POWER(case_power_loss_after_records)
 SIM_CASE_POWER(case_close_with_nobody_up)
 SIM_CASE_POWER(case_flush_waits_for_record)
 SIM_CASE_POWER(case_acks_after_maintenance)
@@ -2140,6 +2174,7 @@ int main(void)
 	tcase_add_test(tc, case_power_loss_after_return_seeds);
 	tcase_add_test(tc, case_power_loss_return_twice_seeds);
 	tcase_add_test(tc, case_power_loss_two_away_seeds);
+	tcase_add_test(tc, case_power_loss_after_records_seeds);
 	tcase_add_test(tc, case_close_with_nobody_up_seeds);
 	tcase_add_test(tc, case_flush_waits_for_record_seeds);
 	tcase_add_test(tc, case_acks_after_maintenance_seeds);

@@ -1952,7 +1952,7 @@ static void blob_set(struct memstore *st, size_t off, uint64_t v, size_t size)
 	memcpy(st->meta + off, &le, size); /* little-endian: the low bytes first */
 }
 
-/* A version 4 blob's records section at offset 32: @n entries written from @e. */
+/* A version 4 or 5 blob's records section at offset 32: @n entries written from @e. */
 static void blob_records(struct memstore *st, const uint8_t *good, size_t good_len, uint32_t n,
 			 const uint8_t (*e)[16])
 {
@@ -1968,7 +1968,29 @@ static void blob_records(struct memstore *st, const uint8_t *good, size_t good_l
 	st->meta_len = good_len - old * 16u + n * 16u;
 }
 
-/* A record entry: member @id may have lost chunks [first, first + count). */
+/*
+ * A version 5 blob's boots section at @at (after @nrec records), holding
+ * @nboot entries in @good: @n entries written from @e instead.
+ */
+static void blob_boots(struct memstore *st, const uint8_t *good, size_t good_len, size_t nrec,
+		       size_t nboot, uint32_t n, const uint8_t (*e)[16])
+{
+	size_t at = 40 + nrec * 16, tail = at + 8 + nboot * 16;
+	uint32_t count = htole32(n);
+
+	memcpy(st->meta, good, at);
+	memcpy(st->meta + at, &count, 4);
+	memset(st->meta + at + 4, 0, 4);
+	memcpy(st->meta + at + 8, e, n * 16u);
+	memcpy(st->meta + at + 8 + n * 16u, good + tail, good_len - tail);
+	st->meta_len = good_len - nboot * 16u + n * 16u;
+}
+
+/*
+ * A record entry: member @id may have lost chunks [first, first + count).
+ * (A boot entry has the same layout: @count the second reserved field,
+ * @first the boot.)
+ */
 static void record_entry(uint8_t *e, uint16_t id, uint16_t reserved, uint32_t count, uint64_t first)
 {
 	uint16_t i = htole16(id), r = htole16(reserved);
@@ -1982,17 +2004,18 @@ static void record_entry(uint8_t *e, uint16_t id, uint16_t reserved, uint32_t co
 }
 
 /*
- * librmr's metadata blob (docs/disk-format.md), version 4: it keeps the
+ * librmr's metadata blob (docs/disk-format.md), version 5: it keeps the
  * version of the member's last map pull (a gather leaves older records of
- * it out) and the records of chunks members may have lost to a power loss,
- * and a blob breaking the rules is refused at start.
+ * it out), the records of chunks members may have lost to a power loss and
+ * the boots they were made in, and a blob breaking the rules is refused at
+ * start.
  */
 START_TEST(meta_blob_keeps_pull_version_and_refuses_bad_ones)
 {
 	struct rmr_client *c = open_client(1);
 	struct memstore *st = &members[1].store;
 	uint8_t *buf = malloc(CHUNK), good[sizeof(st->meta)];
-	size_t good_len, nrec;
+	size_t good_len, nrec, boots, nboot;
 	uint64_t map_ver, pulled;
 
 	fill(buf, CHUNK, 7);
@@ -2004,7 +2027,7 @@ START_TEST(meta_blob_keeps_pull_version_and_refuses_bad_ones)
 	rmr_client_close(c);
 	member_stop(1);
 
-	ck_assert_uint_eq(blob_u64(st, 0) >> 32, 4); /* version */
+	ck_assert_uint_eq(blob_u64(st, 0) >> 32, 5); /* version */
 	map_ver = blob_u64(st, 8);
 	pulled = blob_u64(st, 24);
 	ck_assert_uint_gt(pulled, 0);
@@ -2012,15 +2035,26 @@ START_TEST(meta_blob_keeps_pull_version_and_refuses_bad_ones)
 	/* Records: none of others; of its own at most the chunks it copied in. */
 	nrec = blob_u64(st, 32) & 0xffffffffu;
 	ck_assert_uint_le(nrec, 8);
+	/* Their boots: ours at most (it copied them in this boot). */
+	boots = 40 + nrec * 16;
+	nboot = blob_u64(st, boots) & 0xffffffffu;
+	ck_assert_uint_le(nboot, 1);
 	good_len = st->meta_len;
 	memcpy(good, st->meta, good_len);
 
 	blob_set(st, 24, map_ver + 1, 8);
 	ck_assert_int_eq(member_try_start(1), -EBADMSG); /* pulled beyond what it saw */
-	/* Version 3: no records section, the membership right after the header. */
+	/* Version 4: no boots section, the membership right after the records. */
+	memcpy(st->meta, good, boots);
+	memcpy(st->meta + boots, good + boots + 8 + nboot * 16, good_len - boots - 8 - nboot * 16);
+	st->meta_len = good_len - 8 - nboot * 16;
+	blob_set(st, 4, 4, 4);
+	ck_assert_int_eq(member_try_start(1), 0); /* a version 4 blob still loads */
+	member_stop(1);
+	/* Version 3: no records section either, the membership right after the header. */
 	memcpy(st->meta, good, 32);
-	memcpy(st->meta + 32, good + 40 + nrec * 16, good_len - 40 - nrec * 16);
-	st->meta_len = good_len - 8 - nrec * 16;
+	memcpy(st->meta + 32, good + boots + 8 + nboot * 16, good_len - boots - 8 - nboot * 16);
+	st->meta_len = good_len - 16 - nrec * 16 - nboot * 16;
 	blob_set(st, 4, 3, 4);
 	ck_assert_int_eq(member_try_start(1), 0); /* a version 3 blob still loads */
 	member_stop(1);
@@ -2031,8 +2065,49 @@ START_TEST(meta_blob_keeps_pull_version_and_refuses_bad_ones)
 	member_stop(1);
 	memcpy(st->meta, good, good_len);
 	st->meta_len = good_len;
-	blob_set(st, 4, 5, 4);
+	blob_set(st, 4, 6, 4);
 	ck_assert_int_eq(member_try_start(1), -EBADMSG); /* a version from the future */
+
+	/* The boots section: a bad entry, too many, or more than the blob holds. */
+	{
+		static const struct {
+			uint16_t id, reserved;
+			uint32_t reserved2;
+			uint64_t boot;
+		} bad[] = {
+			{ 0, 0, 0, 1 },       /* no member id 0 */
+			{ RMR_MAX_MEMBER_ID + 1, 0, 0, 1 },
+			{ 3, 1, 0, 1 },       /* reserved bits set */
+			{ 3, 0, 1, 1 },
+			{ 3, 0, 0, 0 },       /* no boot */
+		};
+		uint8_t e[2][16];
+
+		for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]) + 1; i++) {
+			bool twice = i == sizeof(bad) / sizeof(bad[0]); /* one member twice */
+
+			record_entry(e[0], twice ? 3 : bad[i].id, twice ? 0 : bad[i].reserved,
+				     twice ? 0 : bad[i].reserved2, twice ? 7 : bad[i].boot);
+			memcpy(e[1], e[0], 16);
+			blob_boots(st, good, good_len, nrec, nboot, twice ? 2 : 1, e);
+			ck_assert_msg(member_try_start(1) == -EBADMSG, "bad boot %u loaded", i);
+		}
+		blob_boots(st, good, good_len, nrec, nboot, 0, e);
+		blob_set(st, boots, RMR_MAX_MEMBER_ID + 1, 4);
+		ck_assert_int_eq(member_try_start(1), -EBADMSG);
+		/* (Capped at the most a section may hold: beyond, the count alone is refused.) */
+		blob_set(st, boots, (st->meta_len - boots - 8) / 16 + 1 < 63
+					    ? (st->meta_len - boots - 8) / 16 + 1 : 63, 4);
+		ck_assert_int_eq(member_try_start(1), -EBADMSG);
+		blob_set(st, boots + 4, 1, 4);
+		blob_set(st, boots, 0, 4);
+		ck_assert_int_eq(member_try_start(1), -EBADMSG);
+		/* A good one loads. */
+		record_entry(e[0], 3, 0, 0, 0x1234);
+		blob_boots(st, good, good_len, nrec, nboot, 1, e);
+		ck_assert_int_eq(member_try_start(1), 0);
+		member_stop(1);
+	}
 
 	{
 		uint8_t e[2][16];

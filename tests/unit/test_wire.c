@@ -113,15 +113,35 @@ START_TEST(patch_write_carries_a_change_of_its_own_length)
 	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
 	ck_assert_int_eq(decode(sizeof(struct rmr_wire_hdr), &d), -EBADMSG);
 
-	/* A MAP_ADD may be a record; no other flag. */
+	/* A MAP_ADD may be a record, which carries the boot it was made in; no other flag. */
 	m = sample(RMR_MSG_MAP_ADD, 0);
 	m.len = 4096;
 	m.missed = 1u << 2;
 	m.flags = RMR_WIRE_MAP_ADD_RECORD;
+	m.payload_len = sizeof(struct rmr_wire_record);
 	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
-	ck_assert_int_eq(decode(sizeof(struct rmr_wire_hdr), &d), 0);
+	memcpy(buf + sizeof(struct rmr_wire_hdr),
+	       &(struct rmr_wire_record){ .boot = cpu_to_le64(0x1234567890abcdefull) },
+	       sizeof(struct rmr_wire_record));
+	ck_assert_int_eq(decode(sizeof(struct rmr_wire_hdr) + sizeof(struct rmr_wire_record), &d), 0);
 	ck_assert_uint_eq(d.flags, RMR_WIRE_MAP_ADD_RECORD);
+	ck_assert_uint_eq(rmr_wire_decode_record(&d), 0x1234567890abcdefull);
+	/* Without it, or with more, it is refused; a MAP_ADD of misses carries none. */
+	for (unsigned extra = 0; extra < 2; extra++) {
+		m.payload_len = extra ? 2 * sizeof(struct rmr_wire_record) : 0;
+		rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+		ck_assert_int_eq(rmr_wire_decode(buf, sizeof(struct rmr_wire_hdr) + m.payload_len,
+						 &d, why, sizeof(why)), -EBADMSG);
+		ck_assert_ptr_nonnull(strstr(why, "MAP_ADD: record with a payload"));
+	}
+	m.flags = 0;
+	m.payload_len = sizeof(struct rmr_wire_record);
+	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
+	ck_assert_int_eq(rmr_wire_decode(buf, sizeof(struct rmr_wire_hdr) + m.payload_len, &d, why,
+					 sizeof(why)), -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(why, "MAP_ADD: carries a payload"));
 	m.flags = 2;
+	m.payload_len = 0;
 	rmr_wire_encode((struct rmr_wire_hdr *)buf, &m);
 	ck_assert_int_eq(rmr_wire_decode(buf, sizeof(struct rmr_wire_hdr), &d, why, sizeof(why)),
 			 -EBADMSG);
@@ -1110,8 +1130,23 @@ START_TEST(map_ranges_round_trip_and_checks)
 	w[0].member_id = cpu_to_le16(UINT16_MAX);
 	range_refused(&d, 0, "member 65535");
 	w[0].member_id = cpu_to_le16(1);
-	w[0].flags = cpu_to_le16(8);
+	w[0].flags = cpu_to_le16(16);
 	range_refused(&d, 0, "an unknown flag");
+	/* The boot the sender's records of a member were made in: a value, no count. */
+	w[0].flags = cpu_to_le16(RMR_MAP_RANGE_RECORD_BOOT);
+	range_refused(&d, 0, "a record boot with a count");
+	w[0].flags = cpu_to_le16(RMR_MAP_RANGE_RECORD_BOOT | RMR_MAP_RANGE_RECORD);
+	range_refused(&d, 0, "a record boot that is a record");
+	w[0].flags = cpu_to_le16(RMR_MAP_RANGE_RECORD_BOOT | RMR_MAP_RANGE_MARK_VER);
+	range_refused(&d, 0, "a record boot that is a version");
+	w[0].flags = cpu_to_le16(RMR_MAP_RANGE_RECORD_BOOT);
+	w[0].count = cpu_to_le32(0);
+	w[0].first = cpu_to_le64(0xfeedfacecafebeefull);
+	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 0, &out, why, sizeof(why)), 0);
+	ck_assert_uint_eq(out.flags, RMR_MAP_RANGE_RECORD_BOOT);
+	ck_assert_uint_eq(out.first, 0xfeedfacecafebeefull);
+	w[0].count = cpu_to_le32(1);
+	w[0].first = cpu_to_le64(0);
 	w[0].flags = cpu_to_le16(RMR_MAP_RANGE_MARK_VER | RMR_MAP_RANGE_PULLED_VER);
 	range_refused(&d, 0, "two versions in one entry");
 	w[0].flags = cpu_to_le16(RMR_MAP_RANGE_MARK_VER | RMR_MAP_RANGE_RECORD);
