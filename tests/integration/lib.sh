@@ -109,6 +109,11 @@ cleanup() {
 			"$POOL" status --dir "$PDIR" 2>&1 | sed 's/^/    /' || true
 			for f in "$PDIR"/*.log; do
 				[[ -s $f ]] || continue
+				# Every state change and failure (the tail may not reach back to them).
+				if grep -q -E ' -> |failed|refused|timed out' "$f"; then
+					echo "---- $f: state changes and failures (the first 60)"
+					grep -E ' -> |failed|refused|timed out' "$f" | head -n 60
+				fi
 				echo "---- $f"
 				tail -n 30 "$f"
 			done
