@@ -470,13 +470,11 @@ static void refill(struct srv_pool *p, uint64_t now)
 	p->rate_last_ns = now;
 }
 
-static void pump(struct srv_pool *p)
+static void pump_once(struct srv_pool *p)
 {
 	struct dirty_map *own = pool_own_map(p);
 	bool wrapped = false;
 
-	if (p->removing)
-		return;
 	while (p->copy_queue) {
 		struct copy *cp = p->copy_queue;
 
@@ -521,6 +519,27 @@ static void pump(struct srv_pool *p)
 			p->rate_tokens -= len;
 		copy_start(p, c, true);
 	}
+}
+
+/*
+ * Start what copies there is room for. A copy may end inside its start (a
+ * chunk we keep, one no peer has) and call us again: that call only asks
+ * the running one for another pass, so that a pool of such chunks is
+ * walked in a loop, not in a recursion as deep as the chunks are many.
+ */
+static void pump(struct srv_pool *p)
+{
+	if (p->pumping) {
+		p->pump_again = true;
+		return;
+	}
+	p->pumping = true;
+	do {
+		p->pump_again = false;
+		if (!p->removing)
+			pump_once(p);
+	} while (p->pump_again && !p->removing);
+	p->pumping = false;
 }
 
 void resync_kick(struct srv_pool *p)

@@ -179,6 +179,13 @@ static unsigned records_encode(const struct srv_pool *p, struct meta_record *out
 	if (have_held && dirty_map_count(&held))
 		*own_boot = pool_boot_join(*own_boot, dirty_map_records(pool_own_map(p)) != 0,
 					   p->params.boot_id);
+	/*
+	 * Ranges wider than the records cover our misses between them, which
+	 * come back as records too: of no boot, or after a restart in this
+	 * one we would keep chunks we never had.
+	 */
+	if (runs > META_RECORDS)
+		*own_boot = 0;
 	for (unsigned i = 0; holders && i < nsrc; i++) {
 		unsigned k = dirty_map_cover_bits(src[i].m, src[i].bits,
 						  runs <= META_RECORDS ? META_RECORDS

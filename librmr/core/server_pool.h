@@ -118,6 +118,7 @@ struct srv_pool {
 	uint32_t background_copies;  /* of those, started by the background resync */
 	uint32_t background_peak;    /* the most of them at once, since the start */
 	struct copy *copy_queue;     /* copies waiting for a free peer request slot */
+	bool pumping, pump_again;    /* resync.c's pump runs; a copy that ended asks for more */
 	struct sync_waiter *overflow; /* requests waiting for room in @syncing */
 	uint64_t resync_retry_ns;    /* the background resync waits until then (ns) */
 	uint64_t rate_tokens;        /* bytes the rate limit still allows */

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <rmr/client.h>
 #include <rmr/server.h>
@@ -2028,6 +2029,105 @@ static void case_record_after_another_writer(void)
 	check_healed(0, NCHUNKS);
 }
 
+/*
+ * A member's own metadata blob keeps its held chunks (copied in or
+ * overwritten whole, no finished flush yet) as records, in at most 256
+ * ranges: with more runs they are covered by wider ranges, over the chunks
+ * it missed between them. Member 2 has 600 misses and, its flushes failing,
+ * 300 held runs between them; after a process crash in the same boot,
+ * those widened ranges must not count as records of that boot (they would
+ * be void, and a gather took member 2 as a sure holder of chunks it never
+ * had: 300 acknowledged chunks stale on the others). Found by a review.
+ */
+static void case_own_records_widened(void)
+{
+	const uint64_t n = 300;
+
+	member_kill(1);
+	for (uint64_t k = 0; k < 2 * n; k++) {
+		submit_write_at(2 * k * BLK, BLK);
+		if (k % 16 == 15)
+			settle();
+	}
+	settle();
+	ck_assert_uint_eq(w.failed, 0);
+	wait_state(1, RMR_MEMBER_FAILED, 2000);
+	member_start(1, 0);
+	ck_assert_int_eq(rmr_server_resync_pause(w.m[1].pool, true), 0);
+	wait_state(1, RMR_MEMBER_NORMAL, 10000);
+	/* Its flushes fail: what it overwrites whole stays held, dirty on disk. */
+	atomic_store(&w.m[1].store.flush_fails, 1000000);
+	for (uint64_t k = 0; k < n; k++) {
+		submit_write_at(4 * k * BLK, BLK);
+		if (k % 16 == 15)
+			settle();
+	}
+	settle();
+	ck_assert_uint_eq(w.failed, 0);
+	loop_sim_run(300 * MS);
+	/* Members 1 and 3 each miss a write: the pool must gather every map. */
+	member_kill(0);
+	submit_write_at(8000ull * BLK, BLK);
+	settle();
+	wait_state(0, RMR_MEMBER_FAILED, 2000);
+	member_kill(2);
+	submit_write_at(8001ull * BLK, BLK);
+	settle();
+	wait_state(2, RMR_MEMBER_FAILED, 2000);
+	ck_assert_uint_eq(w.failed, 0);
+	rmr_client_close(w.c);
+	w.c = NULL;
+	loop_sim_run(10 * MS);
+	atomic_store(&w.m[1].store.flush_fails, 0);
+	member_kill(1);
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		member_start(i, 0);
+	client_open();
+	for (unsigned i = 0; i < NMEMBERS; i++)
+		wait_state(i, RMR_MEMBER_NORMAL, 20000);
+	for (unsigned t = 0; t < 60000 && dirty_total(); t += 10)
+		loop_sim_run(10 * MS);
+	check_converged();
+}
+
+/*
+ * Records cover whole spans of the pool (the client sends at most 32
+ * ranges per member): a member back in the same boot keeps every chunk of
+ * them, each ending inside its own start. With the stack held to 1 MiB
+ * they are walked in a loop: a recursion as deep as the chunks are many
+ * overflowed it (8192 chunks here; a 512 MiB pool of 4 KiB chunks overflowed
+ * the default 8 MiB). Found by a review.
+ */
+static void case_void_records_many(void)
+{
+	uint64_t nch = w.cfg.pool_size / w.cfg.chunk;
+	struct rlimit old, small;
+
+	flush_all();
+	for (uint64_t c = 0; c < nch; c += 64) {
+		submit_write_at(c * w.cfg.chunk, BLK);
+		if ((c / 64) % 16 == 15)
+			settle();
+	}
+	settle();
+	client_links(0x2, true);
+	wait_state(1, RMR_MEMBER_FAILED, 3000);
+	for (unsigned t = 0; t < 2000 && pool_status(0).record_chunks[2] < nch / 2; t += 10)
+		loop_sim_run(10 * MS);
+	ck_assert_uint_ge(pool_status(0).record_chunks[2], nch / 2);
+	ck_assert_int_eq(getrlimit(RLIMIT_STACK, &old), 0);
+	small = old;
+	small.rlim_cur = 1u << 20;
+	ck_assert_int_eq(setrlimit(RLIMIT_STACK, &small), 0);
+	client_links(0x2, false);
+	wait_state(1, RMR_MEMBER_NORMAL, 5000);
+	for (unsigned t = 0; t < 3000 && dirty_total(); t += 10)
+		loop_sim_run(10 * MS);
+	ck_assert_int_eq(setrlimit(RLIMIT_STACK, &old), 0);
+	check_healed(1, nch);
+	ck_assert_uint_eq(pool_status(1).resync_bytes, 0);
+}
+
 /* --- seeds ----------------------------------------------------------------------- */
 
 static void run_seeds(const char *name, void (*fn)(void), struct world_cfg cfg)
@@ -2088,6 +2188,9 @@ SIM_CASE(case_two_writers)
 SIM_CASE(case_replace_member)
 SIM_CASE(case_stale_member_alone)
 SIM_CASE(case_mutual_records)
+SIM_CASE_WITH(case_own_records_widened, .pool_size = 32u << 20, .chunk = 4096, .seeds = 2)
+SIM_CASE_WITH(case_void_records_many, .pool_size = 32u << 20, .chunk = 4096, .seeds = 2,
+	      .volatile_writes = true)
 SIM_CASE_WITH(case_min_legs_failed_writes, .pool_size = POOL_SIZE, .chunk = CHUNK, .min_legs = 2)
 SIM_CASE_POWER(case_member_power_loss)
 SIM_CASE_POWER(case_power_loss_under_load)
@@ -2180,6 +2283,8 @@ int main(void)
 	tcase_add_test(tc, case_acks_after_maintenance_seeds);
 	tcase_add_test(tc, case_record_after_another_writer_seeds);
 	tcase_add_test(tc, case_record_survives_restart_seeds);
+	tcase_add_test(tc, case_own_records_widened_seeds);
+	tcase_add_test(tc, case_void_records_many_seeds);
 	tcase_add_test(tc, same_seed_same_run);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
