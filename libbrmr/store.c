@@ -1082,13 +1082,16 @@ BRMR_EXPORT int brmr_store_members(struct brmr_store *s, struct brmr_member *out
  * boot_id, which a reboot changes; 0 if it cannot be read. The store's
  * writes sit in the page cache until a flush, and only a reboot (or a
  * power loss) takes them away from a member whose process restarted.
+ * BRMR_BOOT_ID_FILE names another file to read it from: a test that
+ * plays a power loss on a store file starts the member in a "new boot".
  */
 static uint64_t host_boot_id(void)
 {
+	const char *path = getenv("BRMR_BOOT_ID_FILE");
 	char buf[64];
 	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
 	ssize_t n;
-	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	int fd = open(path && *path ? path : "/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
 		return 0;

@@ -212,8 +212,12 @@ D2=$(dirty_for 3 2)
 # to get B back, its peers must record B's chunks too, not only C's.
 log "members 1, 2 record $D1, $D2 chunks missed by member 3 (C touches $NC chunks, the lost B $NB)"
 
-log "restart member 3 from its store, and wait for the pool to heal"
-"$POOL" start --dir "$PDIR" 3
+log "restart member 3 from its store in a new boot of its host, and wait for the pool to heal"
+# A power loss reboots the host: its kernel's boot_id changes, and with it
+# the boot the member reports (a record made in the old one stands).
+"$PY" -c 'import uuid; print(uuid.uuid4())' >"$WORK/boot_id" ||
+	fail "cannot make a boot id for member 3's new boot"
+BRMR_BOOT_ID_FILE=$WORK/boot_id "$POOL" start --dir "$PDIR" 3
 wait_for 60 healed 3 ||
 	fail "the pool did not heal: member 3 '$(member_state 3)', dirty for it on 1: $(dirty_for 3 1)"
 # Nothing is left unflushed: the maintenance below must take no record.
