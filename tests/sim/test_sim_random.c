@@ -313,6 +313,7 @@ static void world_begin(uint64_t seed)
 	for (unsigned i = 0; i < w.n; i++) {
 		snprintf(w.m[i].addr, sizeof(w.m[i].addr), "r-m%u", w.id[i]);
 		memstore_init(&w.m[i].store, POOL_SIZE, CHUNK);
+		memstore_set_host(&w.m[i].store, w.id[i]);
 		if (w.power)
 			memstore_make_volatile(&w.m[i].store);
 	}

@@ -182,6 +182,7 @@ static void world_begin(uint64_t seed, struct world_cfg cfg)
 	for (unsigned i = 0; i < NMEMBERS; i++) {
 		snprintf(w.m[i].addr, sizeof(w.m[i].addr), "sim-m%u", i + 1);
 		memstore_init(&w.m[i].store, cfg.pool_size, cfg.chunk);
+		memstore_set_host(&w.m[i].store, i + 1);
 		if (cfg.volatile_writes)
 			memstore_make_volatile(&w.m[i].store);
 	}
@@ -1256,6 +1257,7 @@ static void case_replace_member(void)
 	wait_state(1, RMR_MEMBER_FAILED, 2000);
 	memstore_destroy(&w.m[1].store);
 	memstore_init(&w.m[1].store, w.cfg.pool_size, w.cfg.chunk);
+	memstore_set_host(&w.m[1].store, 2);
 	w.replace = true;
 	member_start(1, CHUNK); /* a chunk a second: most reads find theirs dirty */
 	w.replace = false;

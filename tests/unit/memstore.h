@@ -71,6 +71,12 @@ static inline void memstore_init(struct memstore *st, uint64_t pool_size, uint32
 	st->boot = 1;
 }
 
+/* Put @st on host number @host: boots of other hosts never equal its own. */
+static inline void memstore_set_host(struct memstore *st, unsigned host)
+{
+	st->boot = (uint64_t)host << 32 | 1;
+}
+
 static inline void memstore_destroy(struct memstore *st)
 {
 	free(st->data);
