@@ -396,28 +396,43 @@ static int load_maps(struct srv_pool *p)
 }
 
 /*
+ * The header of a section at @blob (@len bytes) of at most @max entries of
+ * @entry bytes: their count in *@n. Returns the section's size, or -EBADMSG.
+ */
+static ssize_t section_decode(const uint8_t *blob, size_t len, uint32_t max, size_t entry,
+			      uint32_t *n)
+{
+	struct meta_records h;
+	size_t size;
+
+	if (len < sizeof(h))
+		return -EBADMSG;
+	memcpy(&h, blob, sizeof(h));
+	*n = le32_to_cpu(h.count);
+	if (*n > max || le32_to_cpu(h.reserved))
+		return -EBADMSG;
+	size = sizeof(h) + *n * entry;
+	return len < size ? -EBADMSG : (ssize_t)size;
+}
+
+/*
  * The records section of a version 4 blob at @blob (@len bytes): checked,
  * kept for load_records(). Returns its size, or -EBADMSG.
  */
 static ssize_t records_decode(struct srv_pool *p, const uint8_t *blob, size_t len)
 {
-	struct meta_records rh;
-	size_t size;
+	uint32_t n = 0;
+	ssize_t size = section_decode(blob, len, META_RECORDS, sizeof(struct meta_record), &n);
 
-	if (len < sizeof(rh))
-		return -EBADMSG;
-	memcpy(&rh, blob, sizeof(rh));
-	if (le32_to_cpu(rh.count) > META_RECORDS || le32_to_cpu(rh.reserved))
-		return -EBADMSG;
-	size = sizeof(rh) + le32_to_cpu(rh.count) * sizeof(struct meta_record);
-	if (len < size)
-		return -EBADMSG;
-	p->nrecords_loaded = le32_to_cpu(rh.count);
+	if (size < 0)
+		return size;
+	p->nrecords_loaded = n;
 	if (p->nrecords_loaded) {
 		p->records_loaded = malloc(p->nrecords_loaded * sizeof(struct meta_record));
 		if (!p->records_loaded)
 			return -ENOMEM;
-		memcpy(p->records_loaded, blob + sizeof(rh), p->nrecords_loaded * sizeof(struct meta_record));
+		memcpy(p->records_loaded, blob + sizeof(struct meta_records),
+		       p->nrecords_loaded * sizeof(struct meta_record));
 	}
 	for (unsigned i = 0; i < p->nrecords_loaded; i++) {
 		const struct meta_record *r = (const struct meta_record *)p->records_loaded + i;
@@ -428,7 +443,7 @@ static ssize_t records_decode(struct srv_pool *p, const uint8_t *blob, size_t le
 		    first >= p->nchunks || count > p->nchunks - first)
 			return -EBADMSG;
 	}
-	return (ssize_t)size;
+	return size;
 }
 
 /*
@@ -437,29 +452,21 @@ static ssize_t records_decode(struct srv_pool *p, const uint8_t *blob, size_t le
  */
 static ssize_t boots_decode(struct srv_pool *p, const uint8_t *blob, size_t len)
 {
-	struct meta_records bh;
-	size_t size;
+	uint32_t n = 0;
+	ssize_t size = section_decode(blob, len, RMR_MAX_MEMBER_ID, sizeof(struct meta_boot), &n);
 
-	if (len < sizeof(bh))
-		return -EBADMSG;
-	memcpy(&bh, blob, sizeof(bh));
-	if (le32_to_cpu(bh.count) > RMR_MAX_MEMBER_ID || le32_to_cpu(bh.reserved))
-		return -EBADMSG;
-	size = sizeof(bh) + le32_to_cpu(bh.count) * sizeof(struct meta_boot);
-	if (len < size)
-		return -EBADMSG;
-	for (unsigned i = 0; i < le32_to_cpu(bh.count); i++) {
+	for (unsigned i = 0; size >= 0 && i < n; i++) {
 		struct meta_boot b;
 		uint16_t id;
 
-		memcpy(&b, blob + sizeof(bh) + i * sizeof(b), sizeof(b));
+		memcpy(&b, blob + sizeof(struct meta_records) + i * sizeof(b), sizeof(b));
 		id = le16_to_cpu(b.member_id);
 		if (id == 0 || id > RMR_MAX_MEMBER_ID || le16_to_cpu(b.reserved) ||
 		    le32_to_cpu(b.reserved2) || !le64_to_cpu(b.boot) || p->record_boot[id])
 			return -EBADMSG;
 		p->record_boot[id] = le64_to_cpu(b.boot);
 	}
-	return (ssize_t)size;
+	return size;
 }
 
 /* The sections of a blob of @version between header and membership; their size. */
