@@ -1768,6 +1768,43 @@ static void case_power_loss_after_records(void)
 }
 
 /*
+ * A record that waited (nobody up to take it) reaches the maps of a
+ * member that takes them from the first one back. Member 2 is away and
+ * misses writes; then member 1's link drops too and member 3's host loses
+ * power: nobody is up to take member 3's record. Members 1 and 2 come back
+ * at once: member 1, the same process, serves at once and takes the
+ * record; member 2 takes the maps from it. Member 1's process then
+ * crashes, and member 3 comes back to member 2 alone: the record must be
+ * in member 2's maps, or member 3 copies nothing and serves what it lost.
+ * (Two things keep the record ahead of that pull: a pull waits for records
+ * not yet sent, and a record sent during a pull makes the pull outdated;
+ * here the record goes out as member 1 turns NORMAL, before either is
+ * needed, so this case does not fail with them disabled.)
+ */
+static void case_record_reaches_later_pull(void)
+{
+	write_some(200);
+	flush_all();
+	client_links(0x2, true);
+	wait_state(1, RMR_MEMBER_FAILED, 3000);
+	write_some(50);
+	unflushed_writes();
+	client_links(0x1, true);
+	lose_power(2);
+	wait_state(0, RMR_MEMBER_FAILED, 3000);
+	wait_state(2, RMR_MEMBER_FAILED, 3000);
+	client_links(0x3, false);
+	wait_state(0, RMR_MEMBER_NORMAL, 5000);
+	wait_state(1, RMR_MEMBER_NORMAL, 5000);
+	member_kill(0);
+	wait_state(0, RMR_MEMBER_FAILED, 3000);
+	member_start(2, 0);
+	wait_state(2, RMR_MEMBER_NORMAL, 10000);
+	member_start(0, 0);
+	check_healed(2, NCHUNKS);
+}
+
+/*
  * The same, but the other two members' processes crash too, while their
  * hosts keep power (the member that loses power is the seed's pick; the
  * lowest id is the holder of last resort, so it matters which). They come
@@ -2203,6 +2240,7 @@ SIM_CASE_POWER(case_power_loss_after_return)
 SIM_CASE_POWER(case_power_loss_return_twice)
 SIM_CASE_POWER(case_power_loss_two_away)
 SIM_CASE_POWER(case_power_loss_after_records)
+SIM_CASE_POWER(case_record_reaches_later_pull)
 SIM_CASE_POWER(case_close_with_nobody_up)
 SIM_CASE_POWER(case_flush_waits_for_record)
 SIM_CASE_POWER(case_acks_after_maintenance)
@@ -2280,6 +2318,7 @@ int main(void)
 	tcase_add_test(tc, case_power_loss_return_twice_seeds);
 	tcase_add_test(tc, case_power_loss_two_away_seeds);
 	tcase_add_test(tc, case_power_loss_after_records_seeds);
+	tcase_add_test(tc, case_record_reaches_later_pull_seeds);
 	tcase_add_test(tc, case_close_with_nobody_up_seeds);
 	tcase_add_test(tc, case_flush_waits_for_record_seeds);
 	tcase_add_test(tc, case_acks_after_maintenance_seeds);
