@@ -296,7 +296,8 @@ static int mark_present_page(struct dirty_map *m, uint64_t chunk)
 	for (unsigned i = 0; i < SLP_ENTRIES; i++) {
 		dirty += (slp->u.bytes[i] & MARKED) != 0;
 		records += (slp->u.bytes[i] & RECORD_BIT) != 0;
-		slp->u.bytes[i] = (uint8_t)((slp->u.bytes[i] & ~RECORD_BIT) | DIRTY_BIT);
+		slp->u.bytes[i] = (uint8_t)((slp->u.bytes[i] & ~(RECORD_BIT | RECORD_OLD_BIT)) |
+					    DIRTY_BIT);
 	}
 	m->dirty += SLP_ENTRIES - dirty;
 	m->records -= records;
@@ -333,7 +334,8 @@ int dirty_map_mark(struct dirty_map *m, uint64_t first, uint64_t count)
 		uint8_t v = dirty_map_get(m, c);
 
 		if ((v & (DIRTY_BIT | RECORD_BIT)) != DIRTY_BIT) {
-			ret = dirty_map_set(m, c, (uint8_t)((v & ~RECORD_BIT) | DIRTY_BIT));
+			ret = dirty_map_set(m, c,
+					    (uint8_t)((v & ~(RECORD_BIT | RECORD_OLD_BIT)) | DIRTY_BIT));
 			if (ret < 0)
 				return ret;
 		}
@@ -446,19 +448,38 @@ unsigned dirty_map_cover(const struct dirty_map *m, unsigned max, struct dirty_r
 	return dirty_map_cover_bits(m, DIRTY_BIT, max, out);
 }
 
-static int merge(struct dirty_map *dst, const struct dirty_map *src, bool absorb)
+int dirty_map_age(struct dirty_map *m, uint64_t first, uint64_t count)
+{
+	if (first > m->nchunks || count > m->nchunks - first)
+		return -ERANGE;
+	for (uint64_t c = dirty_map_next(m, first, RECORD_BIT); c < first + count;
+	     c = dirty_map_next(m, c + 1, RECORD_BIT)) {
+		uint8_t v = dirty_map_get(m, c);
+		int ret = (v & RECORD_OLD_BIT) ? 0 : dirty_map_set(m, c, v | RECORD_OLD_BIT);
+
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+int dirty_map_merge_records(struct dirty_map *dst, const struct dirty_map *src, bool absorb,
+			    bool age)
 {
 	for (uint64_t c = dirty_map_next(src, 0, DIRTY_BIT | RECORD_BIT); c != UINT64_MAX;
 	     c = dirty_map_next(src, c + 1, DIRTY_BIT | RECORD_BIT)) {
 		uint8_t v = dirty_map_get(src, c), d = dirty_map_get(dst, c);
+		uint8_t old = (age || (v & RECORD_OLD_BIT)) ? RECORD_OLD_BIT : 0;
 		int ret = 0;
 
 		if (v & DIRTY_BIT)
 			ret = dirty_map_mark(dst, c, 1);
 		else if (absorb && !(d & DIRTY_BIT))
-			ret = dirty_map_set(dst, c, d | DIRTY_BIT | RECORD_BIT);
-		else if (!absorb)
-			ret = dirty_map_record(dst, c, 1);
+			ret = dirty_map_set(dst, c, d | DIRTY_BIT | RECORD_BIT | old);
+		else if (absorb && (d & RECORD_BIT))
+			ret = dirty_map_set(dst, c, d | old); /* a record already: the older boot counts */
+		else if (!absorb && !(d & DIRTY_BIT))
+			ret = dirty_map_set(dst, c, d | RECORD_BIT | old);
 		if (ret < 0)
 			return ret;
 	}
@@ -467,10 +488,10 @@ static int merge(struct dirty_map *dst, const struct dirty_map *src, bool absorb
 
 int dirty_map_merge(struct dirty_map *dst, const struct dirty_map *src)
 {
-	return merge(dst, src, false);
+	return dirty_map_merge_records(dst, src, false, false);
 }
 
 int dirty_map_absorb(struct dirty_map *dst, const struct dirty_map *src)
 {
-	return merge(dst, src, true);
+	return dirty_map_merge_records(dst, src, true, false);
 }

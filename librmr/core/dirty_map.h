@@ -3,7 +3,7 @@
  * Dirty map: for one member of a pool, which chunks it has missed.
  *
  * Each chunk has a one-byte entry (bit 0 dirty, bit 1 syncing, bit 2
- * record, the rest reserved). A record says less than dirty: the member
+ * record, bit 3 a record of an older boot, the rest reserved). A record says less than dirty: the member
  * acknowledged the chunk's last writes, but no flush covered them on it, so
  * it may have lost them to a power loss of its host (a client's record,
  * client_unflushed.c). Marking a chunk dirty drops its record; recording a
@@ -29,6 +29,11 @@
 #define DIRTY_BIT 0x01u
 #define SYNCING_BIT 0x02u
 #define RECORD_BIT 0x04u
+/*
+ * With RECORD_BIT only: a record made in another boot of the member's host
+ * than the map's record boot (server_pool.h, record_boot): never void.
+ */
+#define RECORD_OLD_BIT 0x08u
 #define DIRTY_MAP_MAX_CHUNKS (1ull << 29)
 
 #define DIRTY_SLP_SHIFT 12 /* 4096 entries per second-level page */
@@ -61,6 +66,11 @@ int dirty_map_set(struct dirty_map *m, uint64_t chunk, uint8_t value);
 int dirty_map_mark(struct dirty_map *m, uint64_t first, uint64_t count);
 /* Set RECORD_BIT on the chunks of [first, first+count) not dirty. Returns 0, -ERANGE or -ENOMEM. */
 int dirty_map_record(struct dirty_map *m, uint64_t first, uint64_t count);
+/*
+ * Mark the records of [first, first+count) as of another boot than the
+ * map's (RECORD_OLD_BIT). Returns 0, -ERANGE or -ENOMEM.
+ */
+int dirty_map_age(struct dirty_map *m, uint64_t first, uint64_t count);
 /* Clear every entry. */
 void dirty_map_clear_all(struct dirty_map *m);
 
@@ -87,9 +97,12 @@ unsigned dirty_map_cover_bits(const struct dirty_map *m, uint8_t bits, unsigned 
 			      struct dirty_range *out);
 /*
  * Add @src to @dst: dirty where @src is dirty, a record where @src has one
- * and @dst is clean. Returns 0 or -ENOMEM.
+ * and @dst is clean, of an older boot where either's is. Returns 0 or -ENOMEM.
  */
 int dirty_map_merge(struct dirty_map *dst, const struct dirty_map *src);
+/* The same, @src's records (or, @absorb, as in dirty_map_absorb) of an older boot if @age. */
+int dirty_map_merge_records(struct dirty_map *dst, const struct dirty_map *src, bool absorb,
+			    bool age);
 /*
  * The same, except that @src's records become dirty in @dst, which keeps
  * RECORD_BIT with them (a member's own map: what it may have lost itself it

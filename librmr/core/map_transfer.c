@@ -37,10 +37,22 @@
 static void gather_free(struct srv_pool *p);
 static bool gather_outdated(const struct srv_pool *p, unsigned id, uint64_t mark_ver);
 
-/* The range flags an entry travels with: a record, or a miss. */
+/* The range flags an entry travels with: a record (of an older boot), or a miss. */
 static uint16_t range_kind(uint8_t entry)
 {
-	return (entry & RECORD_BIT) ? RMR_MAP_RANGE_RECORD : 0;
+	if (!(entry & RECORD_BIT))
+		return 0;
+	return RMR_MAP_RANGE_RECORD | ((entry & RECORD_OLD_BIT) ? RMR_MAP_RANGE_RECORD_OLD : 0);
+}
+
+/* A range of records (@r's flags say of which boot) into @m. */
+static int take_records(struct dirty_map *m, const struct rmr_map_range *r)
+{
+	int ret = dirty_map_record(m, r->first, r->count);
+
+	if (ret == 0 && (r->flags & RMR_MAP_RANGE_RECORD_OLD))
+		ret = dirty_map_age(m, r->first, r->count);
+	return ret;
 }
 
 uint32_t map_transfer_serve(const struct srv_pool *p, void *buf, uint32_t cap, uint16_t *id,
@@ -136,11 +148,8 @@ static void pull_answer(struct srv_pool *p, int status)
 /* Add @m, a map of member @id whose records were made in @boot, to the pulled one. */
 static int pull_add(struct srv_pool *p, unsigned id, const struct dirty_map *m, uint64_t boot)
 {
-	if (dirty_map_records(m))
-		p->pull_record_boot[id] = pool_boot_join(p->pull_record_boot[id],
-							 dirty_map_records(p->pull_maps[id]) != 0,
-							 boot);
-	return dirty_map_merge(p->pull_maps[id], m);
+	return pool_records_add(p->pull_maps[id], &p->pull_record_boot[id], m, boot,
+				pool_member_boot(p, id), false);
 }
 
 /* Every page arrived: make the pulled maps ours, durably. */
@@ -164,11 +173,8 @@ static int pull_apply(struct srv_pool *p)
 	 * missed; unless they were made in the boot we run in (pool_holds):
 	 * then we keep our copy (resync.c) and they are cleared everywhere.
 	 */
-	if (dirty_map_records(p->pull_maps[self]))
-		p->record_boot[self] = pool_boot_join(p->record_boot[self],
-						      dirty_map_records(own) != 0,
-						      p->pull_record_boot[self]);
-	ret = dirty_map_absorb(own, p->pull_maps[self]);
+	ret = pool_records_add(own, &p->record_boot[self], p->pull_maps[self],
+			       p->pull_record_boot[self], p->params.boot_id, true);
 	if (ret < 0)
 		return ret;
 	/* Writes of a writer that crashed may have reached only this member. */
@@ -324,7 +330,7 @@ static int gather_take(struct srv_pool *p, unsigned src, const struct rmr_map_ra
 		}
 	}
 	if (r->flags & RMR_MAP_RANGE_RECORD)
-		return dirty_map_record(*m, r->first, r->count);
+		return take_records(*m, r);
 	return dirty_map_mark(*m, r->first, r->count);
 }
 
@@ -393,8 +399,7 @@ static void get_done(void *ctx, struct peer *pe, const struct rmr_msg *rsp, int 
 			else if (r.flags & RMR_MAP_RANGE_RECORD_BOOT)
 				p->pull_record_boot[r.member_id] = r.first;
 			else if (r.flags & RMR_MAP_RANGE_RECORD)
-				status = dirty_map_record(p->pull_maps[r.member_id], r.first,
-							  r.count);
+				status = take_records(p->pull_maps[r.member_id], &r);
 			else if (!r.flags)
 				status = dirty_map_mark(p->pull_maps[r.member_id], r.first,
 							r.count);

@@ -48,10 +48,12 @@ struct meta_records {
 };
 struct meta_record {
 	rmr_le16 member_id;
-	rmr_le16 reserved;  /* zero */
+	rmr_le16 flags;     /* version 5: META_RECORD_OLD; before: zero */
 	rmr_le32 count;     /* chunks, >= 1 */
 	rmr_le64 first;
 };
+/* Records of an older boot than the boots section's for that member: never void. */
+#define META_RECORD_OLD 1u
 _Static_assert(sizeof(struct meta_record) == 16, "meta record size");
 #define META_RECORDS 256u
 /*
@@ -101,41 +103,65 @@ RMR_EXPORT uint64_t rmr_server_map_area_size(uint64_t pool_size, uint32_t chunk_
 	return MAP_SLOTS * map_bitmap_bytes(nchunks) + 2 * AL_RECORD_BYTES;
 }
 
-/* A map whose entries with @bits the blob keeps as records of member @id. */
+/*
+ * A map whose entries with @bits the blob keeps as records of member @id
+ * (@flags: META_RECORD_OLD, records of an older boot than the boots
+ * section's).
+ */
 struct record_src {
 	unsigned id;
 	const struct dirty_map *m;
 	uint8_t bits;
+	uint16_t flags;
 };
+
+static bool has_old_records(const struct dirty_map *m)
+{
+	return dirty_map_next(m, 0, RECORD_OLD_BIT) != UINT64_MAX;
+}
 
 /*
  * What the blob keeps: the others' records; and of our own map, the misses
  * that were records, and the chunks we hold that the disk still shows as
  * missed (copied in or overwritten whole, no finished flush covering them
  * yet: build_block). After a restart those are misses again, but as
- * records: our copy is gone only if our host lost power.
+ * records of this boot (*@own_boot): our copy is gone only if our host
+ * lost power. Our records of another boot are then saved as older ones.
  */
 static unsigned record_sources(const struct srv_pool *p, struct dirty_map *held,
-			       struct record_src *src)
+			       struct record_src *src, uint64_t *own_boot)
 {
+	unsigned self = p->params.member_id, n = 0;
 	const struct dirty_map *own = pool_own_map(p);
-	unsigned n = 0;
+	bool held_any = false, own_aged;
 
-	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++)
-		if (p->maps[id])
-			src[n++] = (struct record_src){ id, p->maps[id], RECORD_BIT };
-	if (!held)
-		return n;
 	/* Not one missed again since (a verify's mark): that is a miss for good. */
-	for (unsigned k = 0; k < 2; k++) {
+	for (unsigned k = 0; held && k < 2; k++) {
 		const struct dirty_map *m = k ? p->own_flushing : p->own_cleared;
 
 		for (uint64_t c = dirty_map_next(m, 0, DIRTY_BIT); c != UINT64_MAX;
 		     c = dirty_map_next(m, c + 1, DIRTY_BIT))
-			if (!(dirty_map_get(own, c) & DIRTY_BIT) && dirty_map_mark(held, c, 1) < 0)
-				return n; /* no memory: those stay plain misses, the safe side */
+			if (!(dirty_map_get(own, c) & DIRTY_BIT) && dirty_map_mark(held, c, 1) < 0) {
+				dirty_map_clear_all(held); /* no memory: plain misses, the safe side */
+				k = 2;
+				break;
+			}
 	}
-	src[n++] = (struct record_src){ p->params.member_id, held, DIRTY_BIT };
+	held_any = held && dirty_map_count(held);
+	own_aged = held_any && dirty_map_records(own) && p->record_boot[self] != p->params.boot_id;
+	*own_boot = held_any ? p->params.boot_id : p->record_boot[self];
+	for (unsigned id = 1; id <= RMR_MAX_MEMBER_ID; id++) {
+		if (!p->maps[id])
+			continue;
+		src[n++] = (struct record_src){ id, p->maps[id], RECORD_BIT, 0 };
+		if (id == self && own_aged)
+			src[n++] = (struct record_src){ id, own, RECORD_BIT, META_RECORD_OLD };
+		else if (has_old_records(p->maps[id]))
+			src[n++] = (struct record_src){ id, p->maps[id], RECORD_OLD_BIT,
+							META_RECORD_OLD };
+	}
+	if (held_any)
+		src[n++] = (struct record_src){ self, held, DIRTY_BIT, 0 };
 	return n;
 }
 
@@ -156,16 +182,17 @@ static uint64_t runs_of(const struct record_src *s)
  * The records into @out (META_RECORDS entries at most): exact if they fit,
  * else each source in its share of ranges, covering more chunks than it
  * holds (a record of a chunk the member holds only makes it a holder of
- * last resort for it). Returns the entries used.
+ * last resort for it). *@own_boot: the boot our own records were made in
+ * (but those saved as older). Returns the entries used.
  */
 static unsigned records_encode(const struct srv_pool *p, struct meta_record *out,
 			       uint64_t *own_boot)
 {
-	struct record_src src[RMR_MAX_MEMBER_ID + 1];
+	struct record_src src[2 * RMR_MAX_MEMBER_ID + 1];
 	struct dirty_range r[META_RECORDS];
 	struct dirty_map held;
 	bool have_held = dirty_map_init(&held, p->nchunks) == 0;
-	unsigned nsrc = record_sources(p, have_held ? &held : NULL, src), holders = 0, n = 0;
+	unsigned nsrc = record_sources(p, have_held ? &held : NULL, src, own_boot), holders = 0, n = 0;
 	uint64_t runs = 0;
 
 	for (unsigned i = 0; i < nsrc; i++) {
@@ -174,11 +201,6 @@ static unsigned records_encode(const struct srv_pool *p, struct meta_record *out
 		runs += k;
 		holders += k != 0;
 	}
-	/* What we hold that the disk shows missed: records of this boot after a restart. */
-	*own_boot = p->record_boot[p->params.member_id];
-	if (have_held && dirty_map_count(&held))
-		*own_boot = pool_boot_join(*own_boot, dirty_map_records(pool_own_map(p)) != 0,
-					   p->params.boot_id);
 	/*
 	 * Ranges wider than the records cover our misses between them, which
 	 * come back as records too: of no boot, or after a restart in this
@@ -194,6 +216,7 @@ static unsigned records_encode(const struct srv_pool *p, struct meta_record *out
 		for (unsigned j = 0; j < k; j++)
 			out[n++] = (struct meta_record){
 				.member_id = cpu_to_le16((uint16_t)src[i].id),
+				.flags = cpu_to_le16(src[i].flags),
 				.count = cpu_to_le32((uint32_t)RMR_MIN(r[j].count, UINT32_MAX)),
 				.first = cpu_to_le64(r[j].first),
 			};
@@ -416,11 +439,13 @@ static ssize_t section_decode(const uint8_t *blob, size_t len, uint32_t max, siz
 }
 
 /*
- * The records section of a version 4 blob at @blob (@len bytes): checked,
- * kept for load_records(). Returns its size, or -EBADMSG.
+ * The records section of a blob of @version (4 on) at @blob (@len bytes):
+ * checked, kept for load_records(). Returns its size, or -EBADMSG.
  */
-static ssize_t records_decode(struct srv_pool *p, const uint8_t *blob, size_t len)
+static ssize_t records_decode(struct srv_pool *p, uint32_t version, const uint8_t *blob,
+			      size_t len)
 {
+	uint16_t flags = version >= 5 ? META_RECORD_OLD : 0;
 	uint32_t n = 0;
 	ssize_t size = section_decode(blob, len, META_RECORDS, sizeof(struct meta_record), &n);
 
@@ -439,7 +464,7 @@ static ssize_t records_decode(struct srv_pool *p, const uint8_t *blob, size_t le
 		uint16_t id = le16_to_cpu(r->member_id);
 		uint64_t first = le64_to_cpu(r->first), count = le32_to_cpu(r->count);
 
-		if (id == 0 || id > RMR_MAX_MEMBER_ID || le16_to_cpu(r->reserved) || count == 0 ||
+		if (id == 0 || id > RMR_MAX_MEMBER_ID || (le16_to_cpu(r->flags) & ~flags) || count == 0 ||
 		    first >= p->nchunks || count > p->nchunks - first)
 			return -EBADMSG;
 	}
@@ -476,7 +501,7 @@ static ssize_t records_sections_decode(struct srv_pool *p, uint32_t version, con
 	ssize_t rec = 0, boots = 0;
 
 	if (version >= 4)
-		rec = records_decode(p, blob, len);
+		rec = records_decode(p, version, blob, len);
 	if (rec >= 0 && version >= 5)
 		boots = boots_decode(p, blob + rec, len - (size_t)rec);
 	return rec < 0 ? rec : boots < 0 ? boots : rec + boots;
@@ -490,15 +515,22 @@ static ssize_t records_sections_decode(struct srv_pool *p, uint32_t version, con
 static int load_records(struct srv_pool *p)
 {
 	struct dirty_map *own = pool_own_map(p);
+	unsigned n = p->nrecords_loaded;
 	int ret = 0;
 
-	for (unsigned i = 0; i < p->nrecords_loaded && ret == 0; i++) {
-		const struct meta_record *r = (const struct meta_record *)p->records_loaded + i;
+	/* Every entry a record first, then those of an older boot aged. */
+	for (unsigned i = 0; i < 2 * n && ret == 0; i++) {
+		const struct meta_record *r = (const struct meta_record *)p->records_loaded + i % n;
 		uint16_t id = le16_to_cpu(r->member_id);
 		uint64_t first = le64_to_cpu(r->first), end = first + le32_to_cpu(r->count);
+		bool old = le16_to_cpu(r->flags) & META_RECORD_OLD;
 
-		if (!p->maps[id])
+		if (!p->maps[id] || (i >= n && !old))
 			continue;
+		if (i >= n) {
+			ret = dirty_map_age(p->maps[id], first, end - first);
+			continue;
+		}
 		if (id != p->params.member_id) {
 			ret = dirty_map_record(p->maps[id], first, end - first);
 			continue;
@@ -672,15 +704,41 @@ int pool_mark(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64_t ad
 	return mark_members(p, missed, map_ver, first, pool_last_chunk(p, addr, len) - first + 1);
 }
 
+uint64_t pool_member_boot(const struct srv_pool *p, unsigned id)
+{
+	return id == p->params.member_id ? p->params.boot_id : peer_boot(p->peers[id]);
+}
+
 bool pool_holds(const struct srv_pool *p, unsigned id, uint64_t chunk)
 {
 	uint8_t e = p->maps[id] ? dirty_map_get(p->maps[id], chunk) : 0;
-	uint64_t boot = id == p->params.member_id ? p->params.boot_id : peer_boot(p->peers[id]);
+	uint64_t boot = pool_member_boot(p, id);
 
 	if (!(e & (DIRTY_BIT | RECORD_BIT)))
 		return true;
 	/* Our own map: dirty with a record is a record we absorbed, not a miss. */
-	return (e & RECORD_BIT) && boot && p->record_boot[id] == boot;
+	return (e & RECORD_BIT) && !(e & RECORD_OLD_BIT) && boot && p->record_boot[id] == boot;
+}
+
+int pool_records_add(struct dirty_map *dst, uint64_t *dst_boot, const struct dirty_map *src,
+		     uint64_t src_boot, uint64_t current, bool absorb)
+{
+	bool had = dirty_map_records(dst) != 0, age_src = false;
+	int ret;
+
+	if (dirty_map_records(src) && had && src_boot != *dst_boot) {
+		if (current && src_boot == current) {
+			ret = dirty_map_age(dst, 0, dst->nchunks);
+			if (ret < 0)
+				return ret;
+			*dst_boot = src_boot;
+		} else {
+			age_src = true;
+		}
+	} else if (dirty_map_records(src) && !had) {
+		*dst_boot = src_boot;
+	}
+	return dirty_map_merge_records(dst, src, absorb, age_src);
 }
 
 int pool_record(struct srv_pool *p, uint64_t ids, uint64_t map_ver, uint64_t addr,
@@ -701,9 +759,13 @@ int pool_record(struct srv_pool *p, uint64_t ids, uint64_t map_ver, uint64_t add
 			continue;
 		p->mark_ver[id] = RMR_MAX(p->mark_ver[id], map_ver);
 		before = dirty_map_count(p->maps[id]);
-		p->record_boot[id] = pool_boot_join(p->record_boot[id],
-						    dirty_map_records(p->maps[id]) != 0, boot);
-		ret = dirty_map_record(p->maps[id], first, count);
+		/* The newest record's boot is the map's: older ones are of an older boot. */
+		ret = 0;
+		if (dirty_map_records(p->maps[id]) && p->record_boot[id] != boot)
+			ret = dirty_map_age(p->maps[id], 0, p->nchunks);
+		p->record_boot[id] = boot;
+		if (ret == 0)
+			ret = dirty_map_record(p->maps[id], first, count);
 		if (ret < 0) {
 			log_err("pool=%s member=%u: cannot record chunks member %u may have lost: %s",
 				p->name, p->params.member_id, id, strerror(-ret));

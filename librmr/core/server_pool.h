@@ -54,9 +54,10 @@ struct srv_pool {
 	/* The newest version at which each member told us it holds every chunk. */
 	uint64_t full_clear_ver[RMR_MAX_MEMBER_ID + 1];
 	/*
-	 * The boot of its host each member's records were all made in (0:
-	 * unknown, or several); saved. Ours too: the records of our own map.
-	 * A member running in that boot still lost none of them (pool_holds).
+	 * The boot of its host each member's records were made in (0:
+	 * unknown), but those marked RECORD_OLD_BIT (an older one); saved.
+	 * Ours too: the records of our own map. A member running in that boot
+	 * still lost none of them (pool_holds).
 	 */
 	uint64_t record_boot[RMR_MAX_MEMBER_ID + 1];
 	bool removing;
@@ -210,18 +211,21 @@ int pool_mark_held(struct srv_pool *p, uint64_t missed, uint64_t map_ver, uint64
 int pool_record(struct srv_pool *p, uint64_t ids, uint64_t map_ver, uint64_t addr,
 		uint64_t len, uint64_t boot);
 /*
- * @have, the boot the records of a map were made in (@had: it held some),
- * with records made in @boot added.
+ * Add the records (and misses) of @src, made in @src_boot, to @dst, whose
+ * records were made in *@dst_boot (@absorb: @dst is the member's own map,
+ * dirty_map_absorb). One boot stays the map's: @current (the boot the
+ * member runs in now) if either is, else @dst's; the records of the other
+ * become of an older boot (RECORD_OLD_BIT), never void.
  */
-static inline uint64_t pool_boot_join(uint64_t have, bool had, uint64_t boot)
-{
-	return !had ? boot : have == boot ? have : 0;
-}
+int pool_records_add(struct dirty_map *dst, uint64_t *dst_boot, const struct dirty_map *src,
+		     uint64_t src_boot, uint64_t current, bool absorb);
+/* The boot member @id runs in now, as this member knows it (0: unknown). */
+uint64_t pool_member_boot(const struct srv_pool *p, unsigned id);
 /*
  * Does member @id hold @chunk, as far as this member knows: no miss and no
- * record of it, or only records made in the boot its host runs in still
- * (its page cache kept those writes; ours: p->params.boot_id, a peer's: its
- * session's)?
+ * record of it, or a record made in the boot its host runs in still (the
+ * map's record boot, not of an older one: its page cache kept those
+ * writes; ours: p->params.boot_id, a peer's: its session's)?
  */
 bool pool_holds(const struct srv_pool *p, unsigned id, uint64_t chunk);
 /* Mark chunks [first, first+count) of member @id dirty, durably. */

@@ -628,6 +628,8 @@ int rmr_wire_decode_map_range(const struct rmr_msg *m, size_t i, struct rmr_map_
 			return reject(why, whylen, "MAP_GET_RSP: value entry %zu has a count", i);
 		return 0;
 	}
+	if ((r->flags & RMR_MAP_RANGE_RECORD_OLD) && !(r->flags & RMR_MAP_RANGE_RECORD))
+		return reject(why, whylen, "MAP_GET_RSP: range %zu of an older boot is no record", i);
 	if (r->count == 0 || r->first + r->count < r->first)
 		return reject(why, whylen, "MAP_GET_RSP: range %zu is empty or wraps", i);
 	return 0;

@@ -246,10 +246,16 @@ _Static_assert(sizeof(struct rmr_wire_map_range) == 16, "map range size");
  * share one. Without it they count whatever boot the member runs in.
  */
 #define RMR_MAP_RANGE_RECORD_BOOT 8u
+/*
+ * ... RMR_MAP_RANGE_RECORD_OLD, with RMR_MAP_RANGE_RECORD only: records made
+ * in another boot than the one the RMR_MAP_RANGE_RECORD_BOOT entry names
+ * (an older one): they count whatever boot the member runs in.
+ */
+#define RMR_MAP_RANGE_RECORD_OLD 16u
 /* Entries that carry a value in @first, not a range. */
 #define RMR_MAP_RANGE_VALUES \
 	(RMR_MAP_RANGE_MARK_VER | RMR_MAP_RANGE_PULLED_VER | RMR_MAP_RANGE_RECORD_BOOT)
-#define RMR_MAP_RANGE_FLAGS (RMR_MAP_RANGE_VALUES | RMR_MAP_RANGE_RECORD)
+#define RMR_MAP_RANGE_FLAGS (RMR_MAP_RANGE_VALUES | RMR_MAP_RANGE_RECORD | RMR_MAP_RANGE_RECORD_OLD)
 
 /* A decoded map range. */
 struct rmr_map_range {

@@ -2167,6 +2167,74 @@ static void case_void_records_many(void)
 	ck_assert_uint_eq(pool_status(1).resync_bytes, 0);
 }
 
+/*
+ * Member 1's host loses power; it comes back in a new boot, its resync
+ * paused (or merely slow), so that the records members 2 and 3 hold of
+ * what it lost then (made in its first boot) are still there when its
+ * client link drops and they record the writes it acknowledged since (made
+ * in its second boot, which it still runs in): their boot for member 1 is
+ * "none" (pool_boot_join). Then the hosts of members 2 and 3 lose power
+ * together (their own records queue: nobody up). Member 1 gathers; its
+ * records of its second boot are not void, members 2 and 3 look sure
+ * (their records are still queued): member 1 copies their rolled-back
+ * chunks over the acknowledged writes it held.
+ */
+static void case_records_of_two_boots(void)
+{
+	write_some(200);
+	flush_all();
+	unflushed_writes();
+	lose_power(0);
+	wait_state(0, RMR_MEMBER_FAILED, 3000);
+	loop_sim_run(200 * MS);
+	member_start(0, 0);
+	ck_assert_int_eq(rmr_server_resync_pause(w.m[0].pool, true), 0);
+	wait_state(0, RMR_MEMBER_NORMAL, 5000);
+	flush_all();
+	unflushed_writes();
+	client_links(0x1, true);
+	wait_state(0, RMR_MEMBER_FAILED, 3000);
+	loop_sim_run(200 * MS);
+	lose_power(1);
+	lose_power(2);
+	wait_state(1, RMR_MEMBER_FAILED, 3000);
+	wait_state(2, RMR_MEMBER_FAILED, 3000);
+	ck_assert_int_eq(rmr_server_resync_pause(w.m[0].pool, false), 0);
+	member_start(1, 0);
+	member_start(2, 0);
+	client_links(0x1, false);
+	check_healed(0, NCHUNKS);
+}
+
+/* Control for the case above: member 1's first records are gone before the second ones. */
+static void case_records_of_one_boot_again(void)
+{
+	write_some(200);
+	flush_all();
+	unflushed_writes();
+	lose_power(0);
+	wait_state(0, RMR_MEMBER_FAILED, 3000);
+	loop_sim_run(200 * MS);
+	member_start(0, 0);
+	wait_state(0, RMR_MEMBER_NORMAL, 5000);
+	flush_all();
+	for (unsigned t = 0; t < 5000 && dirty_total(); t += 10)
+		loop_sim_run(10 * MS);
+	ck_assert_uint_eq(dirty_total(), 0);
+	unflushed_writes();
+	client_links(0x1, true);
+	wait_state(0, RMR_MEMBER_FAILED, 3000);
+	loop_sim_run(200 * MS);
+	lose_power(1);
+	lose_power(2);
+	wait_state(1, RMR_MEMBER_FAILED, 3000);
+	wait_state(2, RMR_MEMBER_FAILED, 3000);
+	member_start(1, 0);
+	member_start(2, 0);
+	client_links(0x1, false);
+	check_healed(0, NCHUNKS);
+}
+
 /* --- seeds ----------------------------------------------------------------------- */
 
 static void run_seeds(const char *name, void (*fn)(void), struct world_cfg cfg)
@@ -2246,6 +2314,8 @@ SIM_CASE_POWER(case_flush_waits_for_record)
 SIM_CASE_POWER(case_acks_after_maintenance)
 SIM_CASE_POWER(case_record_after_another_writer)
 SIM_CASE_POWER(case_record_survives_restart)
+SIM_CASE_POWER(case_records_of_two_boots)
+SIM_CASE_POWER(case_records_of_one_boot_again)
 
 /* The same seed gives the same run: same virtual time, same counters. */
 START_TEST(same_seed_same_run)
@@ -2326,6 +2396,8 @@ int main(void)
 	tcase_add_test(tc, case_record_survives_restart_seeds);
 	tcase_add_test(tc, case_own_records_widened_seeds);
 	tcase_add_test(tc, case_void_records_many_seeds);
+	tcase_add_test(tc, case_records_of_two_boots_seeds);
+	tcase_add_test(tc, case_records_of_one_boot_again_seeds);
 	tcase_add_test(tc, same_seed_same_run);
 	suite_add_tcase(s, tc);
 	return unit_run(s);

@@ -235,6 +235,59 @@ START_TEST(records_yield_to_misses)
 }
 END_TEST
 
+/*
+ * Records of an older boot (RECORD_OLD_BIT): aged in place, kept through
+ * merges and absorbs from either side, dropped by a miss with the record.
+ */
+START_TEST(older_boot_records_stay_older)
+{
+	const uint64_t n = 10000;
+	struct dirty_map m, sum;
+
+	ck_assert_int_eq(dirty_map_init(&m, n), 0);
+	ck_assert_int_eq(dirty_map_record(&m, 10, 4), 0);
+	ck_assert_int_eq(dirty_map_mark(&m, 20, 1), 0);
+	ck_assert_int_eq(dirty_map_age(&m, 0, 12), 0);
+	ck_assert_uint_eq(dirty_map_get(&m, 10), RECORD_BIT | RECORD_OLD_BIT);
+	ck_assert_uint_eq(dirty_map_get(&m, 11), RECORD_BIT | RECORD_OLD_BIT);
+	ck_assert_uint_eq(dirty_map_get(&m, 12), RECORD_BIT);
+	ck_assert_uint_eq(dirty_map_get(&m, 20), DIRTY_BIT); /* a miss is no record to age */
+	ck_assert_uint_eq(dirty_map_records(&m), 4);
+	ck_assert_uint_eq(dirty_map_count(&m), 5);
+	/* A new record on an aged one leaves it older; a miss replaces both bits. */
+	ck_assert_int_eq(dirty_map_record(&m, 10, 1), 0);
+	ck_assert_uint_eq(dirty_map_get(&m, 10), RECORD_BIT | RECORD_OLD_BIT);
+	ck_assert_int_eq(dirty_map_mark(&m, 11, 1), 0);
+	ck_assert_uint_eq(dirty_map_get(&m, 11), DIRTY_BIT);
+	ck_assert_int_eq(dirty_map_age(&m, n, 1), -ERANGE);
+
+	/* Merge: an older record stays older over a current one, and ages it. */
+	ck_assert_int_eq(dirty_map_init(&sum, n), 0);
+	ck_assert_int_eq(dirty_map_record(&sum, 10, 4), 0);
+	ck_assert_int_eq(dirty_map_merge(&sum, &m), 0);
+	ck_assert_uint_eq(dirty_map_get(&sum, 10), RECORD_BIT | RECORD_OLD_BIT);
+	ck_assert_uint_eq(dirty_map_get(&sum, 11), DIRTY_BIT);
+	ck_assert_uint_eq(dirty_map_get(&sum, 12), RECORD_BIT);
+	/* ...and a merge that ages what it adds. */
+	ck_assert_int_eq(dirty_map_merge_records(&sum, &m, false, true), 0);
+	ck_assert_uint_eq(dirty_map_get(&sum, 12), RECORD_BIT | RECORD_OLD_BIT);
+	ck_assert_uint_eq(dirty_map_get(&sum, 13), RECORD_BIT | RECORD_OLD_BIT);
+	ck_assert_uint_eq(dirty_map_records(&sum), 3);
+	dirty_map_destroy(&sum);
+
+	/* Absorb: a miss that was an older record; an existing one takes the age. */
+	ck_assert_int_eq(dirty_map_init(&sum, n), 0);
+	ck_assert_int_eq(dirty_map_set(&sum, 12, DIRTY_BIT | RECORD_BIT), 0);
+	ck_assert_int_eq(dirty_map_merge_records(&sum, &m, true, true), 0);
+	ck_assert_uint_eq(dirty_map_get(&sum, 10), DIRTY_BIT | RECORD_BIT | RECORD_OLD_BIT);
+	ck_assert_uint_eq(dirty_map_get(&sum, 12), DIRTY_BIT | RECORD_BIT | RECORD_OLD_BIT);
+	ck_assert_uint_eq(dirty_map_get(&sum, 11), DIRTY_BIT);
+	ck_assert_uint_eq(dirty_map_count(&sum), dirty_map_count(&m));
+	dirty_map_destroy(&sum);
+	dirty_map_destroy(&m);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("dirty_map");
@@ -246,6 +299,7 @@ int main(void)
 	tcase_add_test(tc, capacity_and_bounds);
 	tcase_add_test(tc, cover_holds_every_dirty_chunk_in_few_ranges);
 	tcase_add_test(tc, records_yield_to_misses);
+	tcase_add_test(tc, older_boot_records_stay_older);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }

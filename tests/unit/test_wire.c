@@ -1130,8 +1130,16 @@ START_TEST(map_ranges_round_trip_and_checks)
 	w[0].member_id = cpu_to_le16(UINT16_MAX);
 	range_refused(&d, 0, "member 65535");
 	w[0].member_id = cpu_to_le16(1);
-	w[0].flags = cpu_to_le16(16);
+	w[0].flags = cpu_to_le16(32);
 	range_refused(&d, 0, "an unknown flag");
+	/* Records of an older boot: records only. */
+	w[0].flags = cpu_to_le16(RMR_MAP_RANGE_RECORD_OLD);
+	range_refused(&d, 0, "an older boot's range that is no record");
+	w[0].flags = cpu_to_le16(RMR_MAP_RANGE_RECORD_OLD | RMR_MAP_RANGE_RECORD_BOOT);
+	range_refused(&d, 0, "an older boot's record boot");
+	w[0].flags = cpu_to_le16(RMR_MAP_RANGE_RECORD_OLD | RMR_MAP_RANGE_RECORD);
+	ck_assert_int_eq(rmr_wire_decode_map_range(&d, 0, &out, why, sizeof(why)), 0);
+	ck_assert_uint_eq(out.flags, RMR_MAP_RANGE_RECORD_OLD | RMR_MAP_RANGE_RECORD);
 	/* The boot the sender's records of a member were made in: a value, no count. */
 	w[0].flags = cpu_to_le16(RMR_MAP_RANGE_RECORD_BOOT);
 	range_refused(&d, 0, "a record boot with a count");
