@@ -1987,20 +1987,26 @@ static void blob_boots(struct memstore *st, const uint8_t *good, size_t good_len
 }
 
 /*
- * A record entry: member @id may have lost chunks [first, first + count).
- * (A boot entry has the same layout: @count the second reserved field,
- * @first the boot.)
+ * An entry of the blob's records or boots section (16 bytes each): a
+ * record says member @id may have lost chunks [@wide, @wide + @mid) (@flags:
+ * META_RECORD_OLD); a boot entry has @mid reserved and its boot in @wide.
  */
-static void record_entry(uint8_t *e, uint16_t id, uint16_t reserved, uint32_t count, uint64_t first)
+struct blob_entry {
+	uint16_t id, flags;
+	uint32_t mid;
+	uint64_t wide;
+};
+
+static void blob_entry_encode(uint8_t *e, const struct blob_entry *b)
 {
-	uint16_t i = htole16(id), r = htole16(reserved);
-	uint32_t c = htole32(count);
-	uint64_t f = htole64(first);
+	uint16_t i = htole16(b->id), f = htole16(b->flags);
+	uint32_t m = htole32(b->mid);
+	uint64_t w = htole64(b->wide);
 
 	memcpy(e, &i, 2);
-	memcpy(e + 2, &r, 2);
-	memcpy(e + 4, &c, 4);
-	memcpy(e + 8, &f, 8);
+	memcpy(e + 2, &f, 2);
+	memcpy(e + 4, &m, 4);
+	memcpy(e + 8, &w, 8);
 }
 
 /*
@@ -2070,24 +2076,21 @@ START_TEST(meta_blob_keeps_pull_version_and_refuses_bad_ones)
 
 	/* The boots section: a bad entry, too many, or more than the blob holds. */
 	{
-		static const struct {
-			uint16_t id, reserved;
-			uint32_t reserved2;
-			uint64_t boot;
-		} bad[] = {
+		static const struct blob_entry bad[] = {
 			{ 0, 0, 0, 1 },       /* no member id 0 */
 			{ RMR_MAX_MEMBER_ID + 1, 0, 0, 1 },
 			{ 3, 1, 0, 1 },       /* reserved bits set */
 			{ 3, 0, 1, 1 },
 			{ 3, 0, 0, 0 },       /* no boot */
+			{ 3, 0, 0, 7 },       /* good, but twice below */
 		};
+		const unsigned nbad = sizeof(bad) / sizeof(bad[0]);
 		uint8_t e[2][16];
 
-		for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]) + 1; i++) {
-			bool twice = i == sizeof(bad) / sizeof(bad[0]); /* one member twice */
+		for (unsigned i = 0; i < nbad; i++) {
+			bool twice = i == nbad - 1; /* one member twice */
 
-			record_entry(e[0], twice ? 3 : bad[i].id, twice ? 0 : bad[i].reserved,
-				     twice ? 0 : bad[i].reserved2, twice ? 7 : bad[i].boot);
+			blob_entry_encode(e[0], &bad[i]);
 			memcpy(e[1], e[0], 16);
 			blob_boots(st, good, good_len, nrec, nboot, twice ? 2 : 1, e);
 			ck_assert_msg(member_try_start(1) == -EBADMSG, "bad boot %u loaded", i);
@@ -2103,7 +2106,7 @@ START_TEST(meta_blob_keeps_pull_version_and_refuses_bad_ones)
 		blob_set(st, boots, 0, 4);
 		ck_assert_int_eq(member_try_start(1), -EBADMSG);
 		/* A good one loads. */
-		record_entry(e[0], 3, 0, 0, 0x1234);
+		blob_entry_encode(e[0], &(struct blob_entry){ 3, 0, 0, 0x1234 });
 		blob_boots(st, good, good_len, nrec, nboot, 1, e);
 		ck_assert_int_eq(member_try_start(1), 0);
 		member_stop(1);
@@ -2112,11 +2115,7 @@ START_TEST(meta_blob_keeps_pull_version_and_refuses_bad_ones)
 	{
 		uint8_t e[2][16];
 		struct rmr_server_pool_status ps;
-		static const struct {
-			uint16_t id, reserved;
-			uint32_t count;
-			uint64_t first;
-		} bad[] = {
+		static const struct blob_entry bad[] = {
 			{ 0, 0, 1, 0 },             /* no member id 0 */
 			{ RMR_MAX_MEMBER_ID + 1, 0, 1, 0 },
 			{ 3, 2, 1, 0 },             /* an unknown flag */
@@ -2126,7 +2125,7 @@ START_TEST(meta_blob_keeps_pull_version_and_refuses_bad_ones)
 		};
 
 		for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-			record_entry(e[0], bad[i].id, bad[i].reserved, bad[i].count, bad[i].first);
+			blob_entry_encode(e[0], &bad[i]);
 			blob_records(st, good, good_len, 1, e);
 			ck_assert_msg(member_try_start(1) == -EBADMSG, "bad record %u loaded", i);
 		}
@@ -2141,8 +2140,9 @@ START_TEST(meta_blob_keeps_pull_version_and_refuses_bad_ones)
 		 * stays. One of its own (member 2's) counts only where its bitmap
 		 * says missed: what it holds needs no copy.
 		 */
-		record_entry(e[0], 3, 1, 2, 5); /* of an older boot: a record all the same */
-		record_entry(e[1], 2, 0, 1, 0);
+		/* (The first of an older boot: a record all the same.) */
+		blob_entry_encode(e[0], &(struct blob_entry){ 3, 1, 2, 5 });
+		blob_entry_encode(e[1], &(struct blob_entry){ 2, 0, 1, 0 });
 		blob_records(st, good, good_len, 2, e);
 		ck_assert_int_eq(member_try_start(1), 0);
 		pool_status(1, &ps);
